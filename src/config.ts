@@ -1,0 +1,169 @@
+/**
+ * The configuration contract: every environment variable the service reads is parsed and
+ * validated here, once, at boot, into a typed object that is passed down. Nothing else reads
+ * process.env. A bad value fails startup with one line naming the variable.
+ */
+export const ROLES = ['api', 'scheduler', 'worker'] as const;
+export type Role = (typeof ROLES)[number];
+
+export interface Config {
+  port: number;
+  host: string;
+  /** PostgreSQL server; undefined selects the embedded PGlite database. */
+  databaseUrl: string | undefined;
+  /** PGlite data directory (`memory://` keeps it in memory, for tests). */
+  dataDir: string;
+  dbPoolSize: number;
+  roles: ReadonlySet<Role>;
+  adminToken: string | undefined;
+  /** 32-byte key; undefined in embedded mode means "load or generate it in the data dir". */
+  secretKey: Buffer | undefined;
+  publicUrl: string;
+  allowPrivateUrls: boolean;
+  stdioCommands: readonly string[];
+  model: { baseUrl: string; apiKey: string | undefined };
+  smtp: { url: string | undefined; from: string | undefined };
+  sms: {
+    apiBase: string | undefined;
+    accountSid: string | undefined;
+    authToken: string | undefined;
+    from: string | undefined;
+  };
+  stripe: {
+    secretKey: string | undefined;
+    webhookSecret: string | undefined;
+    priceId: string | undefined;
+    apiBase: string | undefined;
+  };
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Trust X-Forwarded-For from this many proxy hops (0 = use the socket address). */
+  trustProxyHops: number;
+  /** Create a demo organization and print its key when the database has no organization. */
+  createDemoOrg: boolean;
+}
+
+export class ConfigError extends Error {
+  constructor(variable: string, problem: string) {
+    super(`invalid configuration: ${variable} ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+const DEFAULT_MODEL_BASE_URL = 'https://openrouter.ai/api/v1';
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+function str(env: Env, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v.trim() === '' ? undefined : v.trim();
+}
+
+function int(env: Env, name: string, dflt: number, min: number, max: number): number {
+  const raw = str(env, name);
+  if (raw === undefined) return dflt;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+  const n = Number(raw);
+  if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+function bool(env: Env, name: string, dflt: boolean): boolean {
+  const raw = str(env, name)?.toLowerCase();
+  if (raw === undefined) return dflt;
+  if (['true', '1', 'yes'].includes(raw)) return true;
+  if (['false', '0', 'no'].includes(raw)) return false;
+  throw new ConfigError(name, `must be true or false, got "${raw}"`);
+}
+
+function url(env: Env, name: string, protocols: string[]): string | undefined {
+  const raw = str(env, name);
+  if (raw === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(name, 'must be a URL');
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(name, `must use ${protocols.join(' or ')}`);
+  }
+  return raw.replace(/\/+$/, '');
+}
+
+export function parseSecretKey(raw: string, name = 'SVC_SECRET_KEY'): Buffer {
+  const key = Buffer.from(raw, 'base64');
+  if (key.length !== 32 || !/^[A-Za-z0-9+/=_-]+$/.test(raw)) {
+    throw new ConfigError(name, 'must be 32 random bytes in base64 (try: openssl rand -base64 32)');
+  }
+  return key;
+}
+
+export function loadConfig(env: Env): Config {
+  const port = int(env, 'PORT', 8787, 0, 65535);
+  const host = str(env, 'HOST') ?? '127.0.0.1';
+  const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
+
+  const roleNames = (str(env, 'SVC_ROLE') ?? 'all').split(',').map((r) => r.trim().toLowerCase());
+  const roles = new Set<Role>();
+  for (const r of roleNames) {
+    if (r === 'all') {
+      for (const x of ROLES) roles.add(x);
+    } else if ((ROLES as readonly string[]).includes(r)) roles.add(r as Role);
+    else throw new ConfigError('SVC_ROLE', `must be all, api, scheduler or worker (comma list), got "${r}"`);
+  }
+
+  const secretRaw = str(env, 'SVC_SECRET_KEY');
+  const secretKey = secretRaw === undefined ? undefined : parseSecretKey(secretRaw);
+  if (databaseUrl && !secretKey) {
+    throw new ConfigError('SVC_SECRET_KEY', 'is required with DATABASE_URL (try: openssl rand -base64 32)');
+  }
+
+  const adminToken = str(env, 'SVC_ADMIN_TOKEN');
+  if (adminToken !== undefined && adminToken.length < 16) {
+    throw new ConfigError('SVC_ADMIN_TOKEN', 'must be at least 16 characters');
+  }
+
+  const logLevel = (str(env, 'SVC_LOG_LEVEL') ?? 'info').toLowerCase();
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
+    throw new ConfigError('SVC_LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+  }
+
+  const displayHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  return {
+    port,
+    host,
+    databaseUrl,
+    dataDir: str(env, 'SVC_DATA_DIR') ?? './data',
+    dbPoolSize: int(env, 'SVC_DB_POOL_SIZE', 10, 1, 500),
+    roles,
+    adminToken,
+    secretKey,
+    publicUrl: url(env, 'SVC_PUBLIC_URL', ['http:', 'https:']) ?? `http://${displayHost}:${port}`,
+    allowPrivateUrls: bool(env, 'SVC_ALLOW_PRIVATE_URLS', false),
+    stdioCommands: (str(env, 'SVC_STDIO_COMMANDS') ?? '')
+      .split(',')
+      .map((c) => c.trim())
+      .filter(Boolean),
+    model: {
+      baseUrl: url(env, 'SVC_MODEL_BASE_URL', ['http:', 'https:']) ?? DEFAULT_MODEL_BASE_URL,
+      apiKey: str(env, 'SVC_MODEL_API_KEY'),
+    },
+    smtp: { url: url(env, 'SVC_SMTP_URL', ['smtp:', 'smtps:']), from: str(env, 'SVC_EMAIL_FROM') },
+    sms: {
+      apiBase: url(env, 'SVC_SMS_API_BASE', ['http:', 'https:']),
+      accountSid: str(env, 'SVC_SMS_ACCOUNT_SID'),
+      authToken: str(env, 'SVC_SMS_AUTH_TOKEN'),
+      from: str(env, 'SVC_SMS_FROM'),
+    },
+    stripe: {
+      secretKey: str(env, 'STRIPE_SECRET_KEY'),
+      webhookSecret: str(env, 'STRIPE_WEBHOOK_SECRET'),
+      priceId: str(env, 'STRIPE_PRICE_ID'),
+      apiBase: url(env, 'SVC_STRIPE_API_BASE', ['http:', 'https:']),
+    },
+    logLevel: logLevel as Config['logLevel'],
+    trustProxyHops: int(env, 'SVC_TRUST_PROXY_HOPS', 0, 0, 10),
+    createDemoOrg: bool(env, 'SVC_CREATE_DEMO_ORG', true),
+  };
+}

@@ -1,0 +1,38 @@
+/**
+ * The one database seam. Everything above it speaks PostgreSQL SQL through `query`/`exec`
+ * and `transaction`; the two adapters (embedded PGlite, a PostgreSQL server through `pg`)
+ * live below it. Values come back normalised: int8 and numeric as JS numbers, timestamptz as
+ * Date, uuid as string.
+ */
+export interface Queryable {
+  /** One parameterised statement; returns its rows. */
+  query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<R[]>;
+  /** A script of statements without parameters (migrations). */
+  exec(sql: string): Promise<void>;
+}
+
+export interface Db extends Queryable {
+  readonly backend: BackendProfile;
+  /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/**
+ * What differs between the backends, as data. Code branches on these properties, never on
+ * which adapter it has.
+ */
+export interface BackendProfile {
+  name: 'pglite' | 'postgres';
+  /** Other processes may share the database (so in-memory state is never authoritative). */
+  shared: boolean;
+  /** Statements that may run at the same time (PGlite runs one at a time). */
+  maxConcurrency: number;
+}
+
+export const PGLITE_PROFILE: BackendProfile = { name: 'pglite', shared: false, maxConcurrency: 1 };
+export const postgresProfile = (poolSize: number): BackendProfile => ({
+  name: 'postgres',
+  shared: true,
+  maxConcurrency: poolSize,
+});

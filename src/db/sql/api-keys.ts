@@ -1,0 +1,101 @@
+import type { LimitOverrides, Plan } from '../../domain/plans.ts';
+import type { Queryable } from '../db.ts';
+
+export interface ApiKeyRow {
+  id: string;
+  organization_id: string;
+  name: string;
+  display_prefix: string;
+  created_at: Date;
+  expires_at: Date | null;
+  revoked_at: Date | null;
+  last_used_at: Date | null;
+}
+
+const KEY_COLUMNS =
+  'id, organization_id, name, display_prefix, created_at, expires_at, revoked_at, last_used_at';
+
+export async function insertApiKey(
+  db: Queryable,
+  row: {
+    id: string;
+    organizationId: string;
+    name: string;
+    keyHash: string;
+    displayPrefix: string;
+    expiresAt: Date | null;
+    now: Date;
+  },
+): Promise<ApiKeyRow> {
+  const [key] = await db.query<ApiKeyRow>(
+    `INSERT INTO api_keys (id, organization_id, name, key_hash, display_prefix, expires_at, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${KEY_COLUMNS}`,
+    [row.id, row.organizationId, row.name, row.keyHash, row.displayPrefix, row.expiresAt, row.now],
+  );
+  if (!key) throw new Error('insert returned no row');
+  return key;
+}
+
+export function listApiKeys(db: Queryable, organizationId: string): Promise<ApiKeyRow[]> {
+  return db.query<ApiKeyRow>(
+    `SELECT ${KEY_COLUMNS} FROM api_keys WHERE organization_id = $1 ORDER BY created_at DESC, id`,
+    [organizationId],
+  );
+}
+
+/** Marks a key revoked (idempotent: the first revocation time is kept). */
+export async function revokeApiKey(db: Queryable, id: string, now: Date): Promise<ApiKeyRow | undefined> {
+  const [key] = await db.query<ApiKeyRow>(
+    `UPDATE api_keys SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1 RETURNING ${KEY_COLUMNS}`,
+    [id, now],
+  );
+  return key;
+}
+
+export interface AuthLookupRow {
+  hits: number;
+  key_id: string | null;
+  organization_id: string | null;
+  revoked_at: Date | null;
+  expires_at: Date | null;
+  plan: Plan | null;
+  limit_overrides: LimitOverrides | null;
+}
+
+/**
+ * Authentication and rate counting in one round trip: looks the key up by hash, counts the
+ * request in the organization's window when the key is usable (otherwise in the client
+ * address's window), and refreshes `last_used_at` at most once a minute.
+ * `keyHash` null (no or malformed key) only counts the address.
+ */
+export async function authenticateAndCount(
+  db: Queryable,
+  args: { keyHash: string | null; addressBucket: string; windowStart: number; now: Date },
+): Promise<AuthLookupRow> {
+  const [row] = await db.query<AuthLookupRow>(
+    `WITH key AS (
+       SELECT k.id, k.organization_id, k.revoked_at, k.expires_at, o.plan, o.limit_overrides
+       FROM api_keys k JOIN organizations o ON o.id = k.organization_id
+       WHERE k.key_hash = $1
+     ), usable AS (
+       SELECT id, organization_id FROM key
+       WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $4)
+     ), hit AS (
+       INSERT INTO rate_limit_counters (bucket, window_start, hits)
+       SELECT coalesce((SELECT 'org:' || organization_id FROM usable), $2), $3, 1
+       ON CONFLICT (bucket, window_start) DO UPDATE SET hits = rate_limit_counters.hits + 1
+       RETURNING hits
+     ), touched AS (
+       UPDATE api_keys SET last_used_at = $4
+       WHERE id = (SELECT id FROM usable)
+         AND (last_used_at IS NULL OR last_used_at < $4 - interval '1 minute')
+       RETURNING id
+     )
+     SELECT (SELECT hits FROM hit) AS hits, (SELECT count(*) FROM touched) AS touched,
+            key.id AS key_id, key.organization_id, key.revoked_at, key.expires_at, key.plan, key.limit_overrides
+     FROM (SELECT 1) AS one LEFT JOIN key ON true`,
+    [args.keyHash, args.addressBucket, args.windowStart, args.now],
+  );
+  if (!row) throw new Error('authentication query returned no row');
+  return row;
+}

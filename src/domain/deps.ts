@@ -1,0 +1,16 @@
+import type { Config } from '../config.ts';
+import type { Db } from '../db/db.ts';
+import type { Clock } from '../lib/clock.ts';
+import type { Logger } from '../lib/logger.ts';
+import type { Metrics } from '../lib/metrics.ts';
+import type { SecretBox } from '../lib/secret-box.ts';
+
+/** What domain services need from the outside world; built once at boot and passed down. */
+export interface Deps {
+  config: Config;
+  db: Db;
+  clock: Clock;
+  secretBox: SecretBox;
+  log: Logger;
+  metrics: Metrics;
+}

@@ -1,0 +1,46 @@
+import Fastify, { LogController } from 'fastify';
+import type { Deps } from '../domain/deps.ts';
+import { installAuth } from './plugins/auth.ts';
+import { installErrorHandling } from './plugins/errors.ts';
+import { installObservability, requestId } from './plugins/observability.ts';
+import { installOpenApi, installOpenApiRoutes } from './plugins/openapi.ts';
+import { installValidators } from './plugins/validation.ts';
+import { adminKeyRoutes } from './routes/admin-keys.ts';
+import { adminOrganizationRoutes } from './routes/admin-organizations.ts';
+import { billingStatusRoutes } from './routes/billing-status.ts';
+import { healthRoutes } from './routes/health.ts';
+import type { App } from './types.ts';
+
+/** Request bodies above this are refused with 413 before they are parsed. */
+export const BODY_LIMIT_BYTES = 1024 * 1024;
+
+/** Builds the HTTP application (the api role). Listening is the caller's business. */
+export async function buildApp(deps: Deps): Promise<App> {
+  const app = Fastify({
+    loggerInstance: deps.log,
+    // One line per request is written by the observability hook instead.
+    logController: new LogController({ disableRequestLogging: true }),
+    genReqId: (req) => requestId(req.headers['x-request-id']),
+    bodyLimit: BODY_LIMIT_BYTES,
+    // X-Forwarded-For is believed for exactly the configured number of proxy hops.
+    trustProxy: (_address: string, hop: number) => hop < deps.config.trustProxyHops,
+    // Only idle keep-alive sockets are closed on shutdown; in-flight requests finish.
+    forceCloseConnections: 'idle',
+    return503OnClosing: true,
+    routerOptions: { ignoreTrailingSlash: true },
+  }).withTypeProvider() as unknown as App;
+
+  installValidators(app);
+  installErrorHandling(app);
+  installObservability(app, deps);
+  installAuth(app, deps);
+  await installOpenApi(app, deps.config.publicUrl);
+
+  healthRoutes(app, deps);
+  adminOrganizationRoutes(app, deps);
+  adminKeyRoutes(app, deps);
+  billingStatusRoutes(app, deps);
+
+  await installOpenApiRoutes(app);
+  return app;
+}

@@ -1,0 +1,68 @@
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import { Type } from 'typebox';
+import { ErrorEnvelope } from '../../schemas/common.ts';
+import type { App } from '../types.ts';
+
+/**
+ * The OpenAPI 3.1 document is generated from the route schemas, which are also what validates
+ * requests and serialises responses: one source for all three.
+ * Must be registered before the routes it describes.
+ */
+export async function installOpenApi(app: App, publicUrl: string): Promise<void> {
+  app.addSchema(ErrorEnvelope);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Scheduled AI Task Service',
+        version: '0.1.0',
+        description:
+          'Runs scheduled AI tasks for organizations. Authenticate with `Authorization: Bearer <API key>`. ' +
+          'Errors share one envelope: `{ "error": { "code", "message", "details"? } }`.',
+      },
+      servers: [{ url: publicUrl }],
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'http', scheme: 'bearer', description: 'An organization API key (sats_...)' },
+          adminToken: { type: 'http', scheme: 'bearer', description: 'The operator token, SVC_ADMIN_TOKEN' },
+        },
+      },
+      security: [{ apiKey: [] }],
+      tags: [
+        { name: 'billing', description: 'Plan, limits and usage' },
+        { name: 'admin', description: 'Operator API (SVC_ADMIN_TOKEN)' },
+        { name: 'operations', description: 'Health, readiness, metrics and this document' },
+      ],
+    },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+  });
+}
+
+/** The document and its reference page; registered after the routes. */
+export async function installOpenApiRoutes(app: App): Promise<void> {
+  app.get(
+    '/api/svc/openapi.json',
+    {
+      config: { auth: 'public' },
+      schema: {
+        tags: ['operations'],
+        summary: 'This OpenAPI 3.1 document',
+        security: [],
+        response: { 200: Type.Object({}, { additionalProperties: true }) },
+      },
+    },
+    async () => app.swagger(),
+  );
+  // The reference page and its assets are public, like the document they render.
+  await app.register(async (scope) => {
+    scope.addHook('onRoute', (route) => {
+      route.config = { ...route.config, auth: 'public' };
+    });
+    await scope.register(swaggerUi, {
+      routePrefix: '/api/svc/docs',
+      uiConfig: { docExpansion: 'list', deepLinking: true },
+      staticCSP: true,
+    });
+  });
+}

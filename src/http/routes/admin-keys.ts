@@ -1,0 +1,84 @@
+import { Type } from 'typebox';
+import { createApiKey, listOrganizationKeys, revokeKey } from '../../domain/api-keys.ts';
+import type { Deps } from '../../domain/deps.ts';
+import { getOrganization } from '../../domain/organizations.ts';
+import { errors } from '../../lib/errors.ts';
+import { AdminApiKey, CreatedKey, CreateKeyBody, IdParams, KeyIdParams } from '../../schemas/admin.ts';
+import { errorResponses } from '../../schemas/common.ts';
+import type { App } from '../types.ts';
+
+const admin = { config: { auth: 'admin' as const } };
+const adminSchema = { tags: ['admin'], security: [{ adminToken: [] }] };
+
+export function adminKeyRoutes(app: App, deps: Deps): void {
+  app.post(
+    '/api/admin/organizations/:id/keys',
+    {
+      ...admin,
+      schema: {
+        ...adminSchema,
+        summary: 'Create an API key; its value is in this response only',
+        params: IdParams,
+        body: CreateKeyBody,
+        response: { 201: CreatedKey, ...errorResponses(400, 401, 404, 413, 415) },
+      },
+    },
+    async (request, reply) => {
+      if (!(await getOrganization(deps, request.params.id))) throw errors.notFound('Organization');
+      const expiresAt = request.body.expiresAt ? new Date(request.body.expiresAt) : null;
+      if (expiresAt && expiresAt <= deps.clock.now()) {
+        throw errors.validation('expiresAt must be in the future', [
+          { path: '/body/expiresAt', message: 'must be in the future' },
+        ]);
+      }
+      const { key, apiKey } = await createApiKey(deps, deps.db, {
+        organizationId: request.params.id,
+        name: request.body.name,
+        expiresAt,
+      });
+      reply.code(201);
+      return {
+        id: key.id,
+        apiKey,
+        name: key.name,
+        prefix: key.prefix,
+        createdAt: key.createdAt,
+        expiresAt: key.expiresAt,
+      };
+    },
+  );
+
+  app.get(
+    '/api/admin/organizations/:id/keys',
+    {
+      ...admin,
+      schema: {
+        ...adminSchema,
+        summary: "List an organization's keys (never their values)",
+        params: IdParams,
+        response: { 200: Type.Array(AdminApiKey), ...errorResponses(400, 401, 404) },
+      },
+    },
+    async (request) => {
+      if (!(await getOrganization(deps, request.params.id))) throw errors.notFound('Organization');
+      return listOrganizationKeys(deps, request.params.id);
+    },
+  );
+
+  app.delete(
+    '/api/admin/keys/:keyId',
+    {
+      ...admin,
+      schema: {
+        ...adminSchema,
+        summary: 'Revoke an API key (every process refuses it from the next request on)',
+        params: KeyIdParams,
+        response: { 204: Type.Null({ description: 'Revoked' }), ...errorResponses(400, 401, 404) },
+      },
+    },
+    async (request, reply) => {
+      if (!(await revokeKey(deps, request.params.keyId))) throw errors.notFound('API key');
+      return reply.code(204).send(null);
+    },
+  );
+}

@@ -1,0 +1,95 @@
+import { Type } from 'typebox';
+import type { Deps } from '../../domain/deps.ts';
+import {
+  createOrganization,
+  getOrganization,
+  listAllOrganizations,
+  patchOrganization,
+} from '../../domain/organizations.ts';
+import { errors } from '../../lib/errors.ts';
+import {
+  AdminOrganization,
+  CreatedOrganization,
+  CreateOrganizationBody,
+  IdParams,
+  PatchOrganizationBody,
+} from '../../schemas/admin.ts';
+import { errorResponses } from '../../schemas/common.ts';
+import type { App } from '../types.ts';
+
+const admin = { config: { auth: 'admin' as const } };
+const adminSchema = { tags: ['admin'], security: [{ adminToken: [] }] };
+
+export function adminOrganizationRoutes(app: App, deps: Deps): void {
+  app.post(
+    '/api/admin/organizations',
+    {
+      ...admin,
+      schema: {
+        ...adminSchema,
+        summary: 'Create an organization with its first API key and webhook secret',
+        body: CreateOrganizationBody,
+        response: { 201: CreatedOrganization, ...errorResponses(400, 401, 413, 415) },
+      },
+    },
+    async (request, reply) => {
+      const created = await createOrganization(deps, request.body);
+      reply.code(201);
+      return {
+        organizationId: created.organization.id,
+        apiKey: created.apiKey,
+        webhookSecret: created.webhookSecret,
+      };
+    },
+  );
+
+  app.get(
+    '/api/admin/organizations',
+    {
+      ...admin,
+      schema: {
+        ...adminSchema,
+        summary: 'List organizations',
+        response: { 200: Type.Array(AdminOrganization), ...errorResponses(401) },
+      },
+    },
+    async () => listAllOrganizations(deps),
+  );
+
+  app.get(
+    '/api/admin/organizations/:id',
+    {
+      ...admin,
+      schema: {
+        ...adminSchema,
+        summary: 'Get an organization with its plan and effective limits',
+        params: IdParams,
+        response: { 200: AdminOrganization, ...errorResponses(400, 401, 404) },
+      },
+    },
+    async (request) => {
+      const org = await getOrganization(deps, request.params.id);
+      if (!org) throw errors.notFound('Organization');
+      return org;
+    },
+  );
+
+  app.patch(
+    '/api/admin/organizations/:id',
+    {
+      ...admin,
+      schema: {
+        ...adminSchema,
+        summary: 'Change the plan or override limits (enterprise)',
+        params: IdParams,
+        body: PatchOrganizationBody,
+        response: { 200: AdminOrganization, ...errorResponses(400, 401, 404, 413, 415) },
+      },
+    },
+    async (request) => {
+      const org = await patchOrganization(deps, request.params.id, request.body);
+      if (!org) throw errors.notFound('Organization');
+      return org;
+    },
+  );
+}

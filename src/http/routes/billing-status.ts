@@ -1,0 +1,20 @@
+import { billingStatus } from '../../domain/billing.ts';
+import type { Deps } from '../../domain/deps.ts';
+import { BillingStatus } from '../../schemas/billing.ts';
+import { errorResponses, OrganizationQuery } from '../../schemas/common.ts';
+import { type App, principalOf } from '../types.ts';
+
+export function billingStatusRoutes(app: App, deps: Deps): void {
+  app.get(
+    '/api/svc/billing/status',
+    {
+      schema: {
+        tags: ['billing'],
+        summary: 'Subscription, limits and usage of the organization',
+        querystring: OrganizationQuery,
+        response: { 200: BillingStatus, ...errorResponses(400, 401, 429) },
+      },
+    },
+    async (request) => billingStatus(deps, principalOf(request).organizationId),
+  );
+}

@@ -1,0 +1,50 @@
+import type { Config } from './config.ts';
+import { type DemoOrganization, startService } from './service.ts';
+
+const SHUTDOWN_GRACE_MS = 30_000;
+
+function demoBanner(demo: DemoOrganization, baseUrl: string): string {
+  return [
+    '',
+    'Created a demo organization (first start with an empty database).',
+    `  organizationId: ${demo.organizationId}`,
+    `  API key:        ${demo.apiKey}`,
+    '  The key is shown this once; only its hash is stored.',
+    '  Try:',
+    `  curl -H "Authorization: Bearer ${demo.apiKey}" "${baseUrl}/api/svc/billing/status?organizationId=${demo.organizationId}"`,
+    '',
+  ].join('\n');
+}
+
+/**
+ * Runs the service until SIGTERM/SIGINT: then it stops accepting, lets in-flight work finish
+ * (bounded by a grace period), closes the database and exits 0.
+ */
+export async function runServer(config: Config): Promise<void> {
+  const service = await startService(config);
+  // Printed, not logged: the key must reach the operator once and never a log store.
+  if (service.demo) process.stdout.write(`${demoBanner(service.demo, service.url ?? config.publicUrl)}\n`);
+
+  let exiting = false;
+  const shutdown = (signal: string) => {
+    if (exiting) return;
+    exiting = true;
+    service.deps.log.info({ signal }, 'shutting down');
+    const force = setTimeout(() => {
+      service.deps.log.error('shutdown grace period over; exiting');
+      process.exit(1);
+    }, SHUTDOWN_GRACE_MS).unref();
+    service.stop().then(
+      () => {
+        clearTimeout(force);
+        process.exit(0);
+      },
+      (err: Error) => {
+        service.deps.log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}

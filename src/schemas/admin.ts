@@ -1,0 +1,98 @@
+import { type Static, Type } from 'typebox';
+import { PLANS } from '../domain/plans.ts';
+import { DateTime, Nullable, StringEnum, Uuid } from './common.ts';
+
+const Limit = Type.Integer({ minimum: 0, maximum: 1_000_000_000 });
+
+export const PlanLimitsSchema = Type.Object({
+  rateLimitPerMinute: Type.Integer(),
+  tasksLimit: Type.Integer(),
+  runsLimit: Nullable(Type.Integer({ description: 'null = unlimited' })),
+  usersLimit: Type.Integer(),
+  usageCreditsCents: Type.Integer(),
+});
+
+export const AdminOrganization = Type.Object(
+  {
+    id: Uuid,
+    name: Type.String(),
+    plan: StringEnum(PLANS),
+    limits: PlanLimitsSchema,
+    overrides: Type.Object({
+      rateLimitPerMinute: Type.Optional(Type.Integer()),
+      tasksLimit: Type.Optional(Type.Integer()),
+      runsLimit: Type.Optional(Nullable(Type.Integer())),
+      usersLimit: Type.Optional(Type.Integer()),
+    }),
+    billingPeriodStart: DateTime,
+    createdAt: DateTime,
+    updatedAt: DateTime,
+  },
+  { $id: 'AdminOrganization' },
+);
+
+export const CreateOrganizationBody = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 255 }),
+    plan: Type.Optional(StringEnum(PLANS)),
+  },
+  { additionalProperties: false },
+);
+export type CreateOrganizationBody = Static<typeof CreateOrganizationBody>;
+
+export const CreatedOrganization = Type.Object({
+  organizationId: Uuid,
+  apiKey: Type.String({ description: 'Shown once; only its hash is stored.' }),
+  webhookSecret: Type.String({ description: 'Standard Webhooks signing secret (whsec_...).' }),
+});
+
+export const PatchOrganizationBody = Type.Object(
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+    plan: Type.Optional(StringEnum(PLANS)),
+    rateLimitPerMinute: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 1_000_000 }))),
+    tasksLimit: Type.Optional(Nullable(Limit)),
+    runsLimit: Type.Optional(Type.Union([Limit, Type.Literal('unlimited'), Type.Null()])),
+    usersLimit: Type.Optional(Nullable(Limit)),
+  },
+  {
+    additionalProperties: false,
+    description: 'A number sets an override, null removes it; runsLimit "unlimited" lifts the run cap.',
+  },
+);
+export type PatchOrganizationBody = Static<typeof PatchOrganizationBody>;
+
+export const AdminApiKey = Type.Object(
+  {
+    id: Uuid,
+    organizationId: Uuid,
+    name: Type.String(),
+    prefix: Type.String(),
+    createdAt: DateTime,
+    expiresAt: Nullable(DateTime),
+    revokedAt: Nullable(DateTime),
+    lastUsedAt: Nullable(DateTime),
+  },
+  { $id: 'AdminApiKey' },
+);
+
+export const CreateKeyBody = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 255 }),
+    expiresAt: Type.Optional(Type.String({ format: 'date-time' })),
+  },
+  { additionalProperties: false },
+);
+export type CreateKeyBody = Static<typeof CreateKeyBody>;
+
+export const CreatedKey = Type.Object({
+  id: Uuid,
+  apiKey: Type.String({ description: 'Shown once; only its hash is stored.' }),
+  name: Type.String(),
+  prefix: Type.String(),
+  createdAt: DateTime,
+  expiresAt: Nullable(DateTime),
+});
+
+export const IdParams = Type.Object({ id: Uuid }, { additionalProperties: false });
+export const KeyIdParams = Type.Object({ keyId: Uuid }, { additionalProperties: false });

@@ -1,0 +1,25 @@
+import { type Static, Type } from 'typebox';
+import { PLANS } from '../domain/plans.ts';
+import { DateTime, Nullable, StringEnum } from './common.ts';
+
+/** Billing status, field for field as the interface specification gives it (all optional). */
+export const BillingStatus = Type.Object(
+  {
+    plan: Type.Optional(StringEnum(PLANS)),
+    billingPeriodStart: Type.Optional(DateTime),
+    runsLimit: Type.Optional(
+      Nullable(Type.Number({ description: 'Maximum runs allowed; null for unlimited' })),
+    ),
+    runsUsed: Type.Optional(Type.Number({ description: 'Task runs used this billing period' })),
+    tasksCount: Type.Optional(Type.Number({ description: 'Current number of active tasks' })),
+    tasksLimit: Type.Optional(Type.Number()),
+    usersCount: Type.Optional(Type.Number()),
+    usersLimit: Type.Optional(Type.Number()),
+    usageCostCents: Type.Optional(Type.Number({ description: 'Usage-based charges this period' })),
+    usageCreditsCents: Type.Optional(Type.Number({ description: 'Usage credits included in the plan' })),
+    paymentCustomerId: Type.Optional(Type.String()),
+    paymentSubscriptionId: Type.Optional(Type.String()),
+  },
+  { $id: 'BillingStatus' },
+);
+export type BillingStatus = Static<typeof BillingStatus>;

@@ -1,0 +1,95 @@
+import type { Config } from './config.ts';
+import type { Db } from './db/db.ts';
+import { migrate } from './db/migrate.ts';
+import { openDb } from './db/open.ts';
+import { pruneRateLimitCounters } from './db/sql/rate-limits.ts';
+import type { Deps } from './domain/deps.ts';
+import { createDemoOrganizationIfEmpty } from './domain/organizations.ts';
+import { windowStart } from './domain/rate-limit.ts';
+import { resolveSecretKey, verifySecretKey } from './domain/secret-key.ts';
+import { buildApp } from './http/app.ts';
+import type { App } from './http/types.ts';
+import { type Clock, systemClock } from './lib/clock.ts';
+import { createLogger, type Logger } from './lib/logger.ts';
+import { createMetrics } from './lib/metrics.ts';
+import { SecretBox } from './lib/secret-box.ts';
+
+export interface DemoOrganization {
+  organizationId: string;
+  apiKey: string;
+}
+
+export interface Service {
+  deps: Deps;
+  /** The HTTP app when the api role runs here. */
+  app: App | undefined;
+  /** The bound address, e.g. http://127.0.0.1:8787, when listening. */
+  url: string | undefined;
+  /** Set when this start created the demo organization. */
+  demo: DemoOrganization | undefined;
+  /** Stops taking work, lets in-flight requests finish, closes the database. */
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  clock?: Clock;
+  log?: Logger;
+  /** Listen on config.host:config.port (default true). Tests may use app.inject instead. */
+  listen?: boolean;
+  /** An already opened database (tests); it is closed by stop(). */
+  db?: Db;
+}
+
+const MAINTENANCE_INTERVAL_MS = 60_000;
+
+/** Opens the database, migrates it, and starts the roles this process has. */
+export async function startService(config: Config, options: StartOptions = {}): Promise<Service> {
+  const log = options.log ?? createLogger(config.logLevel);
+  const clock = options.clock ?? systemClock;
+  const db =
+    options.db ?? (await openDb(config, (err) => log.warn({ err: err.message }, 'database connection lost')));
+  const timers: NodeJS.Timeout[] = [];
+  let app: App | undefined;
+  try {
+    const applied = await migrate(db);
+    if (applied.length) log.info({ applied }, 'migrations applied');
+    const secretBox = new SecretBox(resolveSecretKey(config));
+    await verifySecretKey(db, secretBox);
+    const deps: Deps = { config, db, clock, secretBox, log, metrics: createMetrics() };
+
+    const created = config.createDemoOrg ? await createDemoOrganizationIfEmpty(deps) : undefined;
+    const demo = created && { organizationId: created.organization.id, apiKey: created.apiKey };
+
+    const unavailable = [...config.roles].filter((r) => r !== 'api');
+    if (unavailable.length) {
+      log.warn({ roles: unavailable }, 'roles not available in this version yet; they do nothing here');
+    }
+    let url: string | undefined;
+    if (config.roles.has('api')) {
+      app = await buildApp(deps);
+      if (options.listen !== false) url = await app.listen({ host: config.host, port: config.port });
+      else await app.ready();
+      const prune = () =>
+        pruneRateLimitCounters(db, windowStart(clock.now())).catch((err: Error) =>
+          log.warn({ err: err.message }, 'rate-limit counter pruning failed'),
+        );
+      timers.push(setInterval(prune, MAINTENANCE_INTERVAL_MS).unref());
+    }
+
+    let stopping: Promise<void> | undefined;
+    const stop = () => {
+      stopping ??= (async () => {
+        for (const t of timers) clearInterval(t);
+        if (app) await app.close();
+        await db.close();
+      })();
+      return stopping;
+    };
+    return { deps, app, url, demo, stop };
+  } catch (err) {
+    for (const t of timers) clearInterval(t);
+    await app?.close().catch(() => undefined);
+    await db.close().catch(() => undefined);
+    throw err;
+  }
+}

@@ -1,0 +1,125 @@
+import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
+import type { InjectOptions, LightMyRequestResponse } from 'fastify';
+import { type Config, loadConfig } from '../../src/config.ts';
+import type { App } from '../../src/http/types.ts';
+import type { Clock } from '../../src/lib/clock.ts';
+import { createLogger } from '../../src/lib/logger.ts';
+import { type Service, startService } from '../../src/service.ts';
+import { createTestDb, type TestDb } from './db.ts';
+
+export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef';
+
+export interface TestService {
+  service: Service;
+  app: App;
+  config: Config;
+  testDb: TestDb;
+  /** Every log line the service wrote, raw JSON. */
+  logs: string[];
+  /** An HTTP request through the app (no socket), JSON body parsed. */
+  call(options: CallOptions): Promise<Reply>;
+  /** An organization made through the admin API. */
+  createOrg(
+    plan?: 'free' | 'paid',
+  ): Promise<{ organizationId: string; apiKey: string; webhookSecret: string }>;
+  close(): Promise<void>;
+}
+
+export interface CallOptions {
+  method: InjectOptions['method'];
+  url: string;
+  /** An API key: sent as `Authorization: Bearer <key>`. */
+  key?: string;
+  admin?: boolean;
+  body?: unknown;
+  headers?: Record<string, string>;
+  remoteAddress?: string;
+}
+
+export interface Reply {
+  status: number;
+  headers: LightMyRequestResponse['headers'];
+  body: any;
+  raw: string;
+}
+
+export function testEnv(extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    SVC_DATA_DIR: 'memory://',
+    SVC_CREATE_DEMO_ORG: 'false',
+    SVC_ADMIN_TOKEN: ADMIN_TOKEN,
+    SVC_SECRET_KEY: randomBytes(32).toString('base64'),
+    SVC_LOG_LEVEL: 'info',
+    PORT: '0',
+    ...extra,
+  };
+}
+
+export async function startTestService(
+  options: { env?: Record<string, string>; clock?: Clock; listen?: boolean } = {},
+): Promise<TestService> {
+  const testDb = await createTestDb();
+  const config = loadConfig(testEnv({ ...(testDb.url && { DATABASE_URL: testDb.url }), ...options.env }));
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      logs.push(String(chunk));
+      done();
+    },
+  });
+  const service = await startService(config, {
+    db: testDb.db,
+    log: createLogger(config.logLevel, sink),
+    listen: options.listen ?? false,
+    ...(options.clock && { clock: options.clock }),
+  });
+  const app = service.app;
+  if (!app) throw new Error('test service has no api role');
+
+  const call = async (o: CallOptions): Promise<Reply> => {
+    const headers: Record<string, string> = { ...o.headers };
+    if (o.key !== undefined) headers.authorization = `Bearer ${o.key}`;
+    if (o.admin) headers.authorization = `Bearer ${ADMIN_TOKEN}`;
+    const res = await app.inject({
+      method: o.method,
+      url: o.url,
+      headers,
+      ...(o.remoteAddress && { remoteAddress: o.remoteAddress }),
+      ...(o.body !== undefined && { payload: typeof o.body === 'string' ? o.body : JSON.stringify(o.body) }),
+      ...(o.body !== undefined && typeof o.body !== 'string' && !headers['content-type']
+        ? { headers: { ...headers, 'content-type': 'application/json' } }
+        : {}),
+    });
+    let body: unknown;
+    try {
+      body = res.body ? JSON.parse(res.body) : undefined;
+    } catch {
+      body = undefined;
+    }
+    return { status: res.statusCode, headers: res.headers, body, raw: res.body };
+  };
+
+  return {
+    service,
+    app,
+    config,
+    testDb,
+    logs,
+    call,
+    async createOrg(plan = 'free') {
+      const res = await call({
+        method: 'POST',
+        url: '/api/admin/organizations',
+        admin: true,
+        body: { name: `Org ${randomBytes(3).toString('hex')}`, plan },
+      });
+      if (res.status !== 201) throw new Error(`createOrg: ${res.status} ${res.raw}`);
+      return res.body;
+    },
+    async close() {
+      await service.stop();
+      await testDb.dispose();
+    },
+  };
+}
