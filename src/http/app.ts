@@ -30,6 +30,23 @@ export async function buildApp(deps: Deps): Promise<App> {
     routerOptions: { ignoreTrailingSlash: true },
   }).withTypeProvider() as unknown as App;
 
+  // Every route the server serves, as registered; the OpenAPI document must list them all.
+  const routes: { method: string; url: string }[] = [];
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) routes.push({ method, url: route.url });
+  });
+  app.decorate('registeredRoutes', routes);
+
+  // While shutting down, in-flight responses close their connection: a keep-alive socket
+  // would otherwise hold the exit until the client gives it up.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onSend', async (_request, reply) => {
+    if (closing) reply.header('connection', 'close');
+  });
+
   installValidators(app);
   installErrorHandling(app);
   installObservability(app, deps);

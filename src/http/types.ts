@@ -26,6 +26,10 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     auth?: AuthMode;
   }
+  interface FastifyInstance {
+    /** Every route registered on the app (method and URL template). */
+    registeredRoutes: { method: string; url: string }[];
+  }
   interface FastifyRequest {
     /** Set by the API-key hook on authenticated /api/svc/ requests. */
     principal?: Principal;

@@ -1,0 +1,181 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { isWellFormedApiKey } from '../src/domain/api-key-format.ts';
+import { startTestService, type TestService } from './helpers/service.ts';
+
+describe('admin API', () => {
+  let svc: TestService;
+  before(async () => {
+    svc = await startTestService();
+  });
+  after(() => svc.close());
+
+  test('creating an organization returns its id, a working key and a webhook secret, once', async () => {
+    const res = await svc.call({
+      method: 'POST',
+      url: '/api/admin/organizations',
+      admin: true,
+      body: { name: 'Acme' },
+    });
+    assert.equal(res.status, 201, res.raw);
+    assert.match(res.body.organizationId, /^[0-9a-f-]{36}$/);
+    assert.ok(isWellFormedApiKey(res.body.apiKey));
+    assert.match(res.body.webhookSecret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+    const org = await svc.call({
+      method: 'GET',
+      url: `/api/admin/organizations/${res.body.organizationId}`,
+      admin: true,
+    });
+    assert.equal(org.body.name, 'Acme');
+    assert.equal(org.body.plan, 'free');
+    assert.deepEqual(org.body.limits, {
+      rateLimitPerMinute: 60,
+      tasksLimit: 5,
+      runsLimit: 200,
+      usersLimit: 1,
+      usageCreditsCents: 100,
+    });
+    assert.ok(!org.raw.includes(res.body.webhookSecret), 'the secret is not shown again');
+  });
+
+  test('the webhook secret and key are stored sealed or hashed, never in clear', async () => {
+    const res = await svc.createOrg();
+    const dump = JSON.stringify([
+      await svc.testDb.db.query('SELECT * FROM organizations'),
+      await svc.testDb.db.query('SELECT * FROM api_keys'),
+    ]);
+    assert.ok(!dump.includes(res.apiKey));
+    assert.ok(!dump.includes(res.webhookSecret));
+    assert.ok(!dump.includes(res.webhookSecret.slice('whsec_'.length)));
+  });
+
+  test('the operator token is required and compared exactly', async () => {
+    const none = await svc.call({ method: 'GET', url: '/api/admin/organizations' });
+    assert.equal(none.status, 401);
+    assert.equal(none.body.error.code, 'unauthorized');
+    const wrong = await svc.call({
+      method: 'GET',
+      url: '/api/admin/organizations',
+      headers: { authorization: 'Bearer test-admin-token-0123456789abcdeX' },
+    });
+    assert.equal(wrong.status, 401);
+    const org = await svc.createOrg();
+    const key = await svc.call({ method: 'GET', url: '/api/admin/organizations', key: org.apiKey });
+    assert.equal(key.status, 401, 'an organization key is not an admin token');
+  });
+
+  test('plan changes and overrides: a number sets, null removes, "unlimited" lifts the run cap', async () => {
+    const { organizationId } = await svc.createOrg();
+    const url = `/api/admin/organizations/${organizationId}`;
+    let res = await svc.call({
+      method: 'PATCH',
+      url,
+      admin: true,
+      body: { plan: 'paid', tasksLimit: 7, runsLimit: 'unlimited' },
+    });
+    assert.equal(res.status, 200, res.raw);
+    assert.equal(res.body.plan, 'paid');
+    assert.equal(res.body.limits.tasksLimit, 7);
+    assert.equal(res.body.limits.runsLimit, null);
+    assert.equal(res.body.limits.rateLimitPerMinute, 300);
+    res = await svc.call({ method: 'PATCH', url, admin: true, body: { plan: 'free', runsLimit: 50 } });
+    assert.equal(res.body.limits.runsLimit, 50);
+    assert.equal(res.body.limits.tasksLimit, 7);
+    res = await svc.call({ method: 'PATCH', url, admin: true, body: { tasksLimit: null, runsLimit: null } });
+    assert.equal(res.body.limits.tasksLimit, 5);
+    assert.equal(res.body.limits.runsLimit, 200);
+    assert.deepEqual(res.body.overrides, {});
+    const bad = await svc.call({ method: 'PATCH', url, admin: true, body: { tasksLimit: -1 } });
+    assert.equal(bad.status, 400);
+  });
+
+  test('unknown organizations and keys answer 404', async () => {
+    const id = '00000000-0000-4000-8000-000000000000';
+    assert.equal(
+      (await svc.call({ method: 'GET', url: `/api/admin/organizations/${id}`, admin: true })).status,
+      404,
+    );
+    assert.equal(
+      (
+        await svc.call({
+          method: 'PATCH',
+          url: `/api/admin/organizations/${id}`,
+          admin: true,
+          body: { plan: 'paid' },
+        })
+      ).status,
+      404,
+    );
+    assert.equal(
+      (
+        await svc.call({
+          method: 'POST',
+          url: `/api/admin/organizations/${id}/keys`,
+          admin: true,
+          body: { name: 'k' },
+        })
+      ).status,
+      404,
+    );
+    assert.equal(
+      (await svc.call({ method: 'DELETE', url: `/api/admin/keys/${id}`, admin: true })).status,
+      404,
+    );
+    assert.equal(
+      (await svc.call({ method: 'GET', url: '/api/admin/organizations/not-a-uuid', admin: true })).status,
+      400,
+    );
+  });
+
+  test('a key expiry in the past is refused', async () => {
+    const { organizationId } = await svc.createOrg();
+    const res = await svc.call({
+      method: 'POST',
+      url: `/api/admin/organizations/${organizationId}/keys`,
+      admin: true,
+      body: { name: 'old', expiresAt: '2001-01-01T00:00:00Z' },
+    });
+    assert.equal(res.status, 400);
+    assert.equal(res.body.error.details[0].path, '/body/expiresAt');
+  });
+
+  test('revocation is idempotent and listed with its time', async () => {
+    const { organizationId } = await svc.createOrg();
+    const list = await svc.call({
+      method: 'GET',
+      url: `/api/admin/organizations/${organizationId}/keys`,
+      admin: true,
+    });
+    const keyId = list.body[0].id;
+    assert.equal(
+      (await svc.call({ method: 'DELETE', url: `/api/admin/keys/${keyId}`, admin: true })).status,
+      204,
+    );
+    const first = (
+      await svc.call({ method: 'GET', url: `/api/admin/organizations/${organizationId}/keys`, admin: true })
+    ).body[0].revokedAt;
+    assert.ok(first);
+    assert.equal(
+      (await svc.call({ method: 'DELETE', url: `/api/admin/keys/${keyId}`, admin: true })).status,
+      204,
+    );
+    const again = (
+      await svc.call({ method: 'GET', url: `/api/admin/organizations/${organizationId}/keys`, admin: true })
+    ).body[0].revokedAt;
+    assert.equal(again, first);
+  });
+});
+
+describe('admin API switched off', () => {
+  let svc: TestService;
+  before(async () => {
+    svc = await startTestService({ env: { SVC_ADMIN_TOKEN: '' } });
+  });
+  after(() => svc.close());
+
+  test('without SVC_ADMIN_TOKEN the admin area does not exist (404), even with a token', async () => {
+    const res = await svc.call({ method: 'GET', url: '/api/admin/organizations', admin: true });
+    assert.equal(res.status, 404);
+    assert.equal(res.body.error.code, 'not_found');
+  });
+});

@@ -1,0 +1,147 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { type Reply, startTestService, type TestService } from './helpers/service.ts';
+
+function assertEnvelope(res: Reply, status: number, code: string) {
+  assert.equal(res.status, status, res.raw);
+  assert.match(String(res.headers['content-type']), /^application\/json/);
+  assert.equal(res.body.error.code, code);
+  assert.equal(typeof res.body.error.message, 'string');
+  assert.ok(res.body.error.message.length > 0);
+  const keys = Object.keys(res.body).sort();
+  assert.deepEqual(keys, ['error'], 'only the envelope, never a framework body');
+  assert.ok(!/\bat .+\.ts:\d+/.test(res.raw), 'no stack trace');
+  assert.ok(!('statusCode' in res.body), 'not the framework default shape');
+}
+
+describe('error envelope', () => {
+  let svc: TestService;
+  let org: { organizationId: string; apiKey: string };
+  before(async () => {
+    svc = await startTestService();
+    org = await svc.createOrg();
+  });
+  after(() => svc.close());
+
+  test('validation failures answer 400 with details naming each field', async () => {
+    const res = await svc.call({
+      method: 'POST',
+      url: '/api/admin/organizations',
+      admin: true,
+      body: { plan: 'gold', extra: 1 },
+    });
+    assertEnvelope(res, 400, 'validation_error');
+    const paths = res.body.error.details.map((d: { path: string }) => d.path).sort();
+    assert.deepEqual(paths, ['/body/extra', '/body/name', '/body/plan']);
+    const plan = res.body.error.details.find((d: { path: string }) => d.path === '/body/plan');
+    assert.match(plan.message, /free, paid/);
+  });
+
+  test('a body value of the wrong type is refused, not coerced', async () => {
+    const res = await svc.call({
+      method: 'POST',
+      url: '/api/admin/organizations',
+      admin: true,
+      body: { name: 42 },
+    });
+    assertEnvelope(res, 400, 'validation_error');
+    assert.equal(res.body.error.details[0].path, '/body/name');
+  });
+
+  test('an unknown route answers 404 in the envelope', async () => {
+    assertEnvelope(await svc.call({ method: 'GET', url: '/no/such/thing' }), 404, 'not_found');
+    assertEnvelope(
+      await svc.call({ method: 'GET', url: '/api/svc/nothing-here', key: org.apiKey }),
+      404,
+      'not_found',
+    );
+  });
+
+  test('an unknown route under /api/svc/ asks for authentication first', async () => {
+    assertEnvelope(await svc.call({ method: 'GET', url: '/api/svc/nothing-here' }), 401, 'unauthorized');
+  });
+
+  test('malformed JSON answers 400', async () => {
+    const res = await svc.call({
+      method: 'POST',
+      url: '/api/admin/organizations',
+      admin: true,
+      body: '{"name": "x",',
+      headers: { 'content-type': 'application/json' },
+    });
+    assertEnvelope(res, 400, 'validation_error');
+    assert.match(res.body.error.message, /not valid JSON/);
+  });
+
+  test('an empty JSON body answers 400', async () => {
+    const res = await svc.call({
+      method: 'POST',
+      url: '/api/admin/organizations',
+      admin: true,
+      body: '',
+      headers: { 'content-type': 'application/json' },
+    });
+    assertEnvelope(res, 400, 'validation_error');
+  });
+
+  test('a prototype-poisoning body answers 400', async () => {
+    const res = await svc.call({
+      method: 'POST',
+      url: '/api/admin/organizations',
+      admin: true,
+      body: '{"name":"x","__proto__":{"admin":true}}',
+      headers: { 'content-type': 'application/json' },
+    });
+    assertEnvelope(res, 400, 'validation_error');
+  });
+
+  test('a body that is not JSON answers 415', async () => {
+    const res = await svc.call({
+      method: 'POST',
+      url: '/api/admin/organizations',
+      admin: true,
+      body: 'name=x',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    assertEnvelope(res, 415, 'unsupported_media_type');
+  });
+
+  test('a body over 1 MiB answers 413', async () => {
+    const res = await svc.call({
+      method: 'POST',
+      url: '/api/admin/organizations',
+      admin: true,
+      body: JSON.stringify({ name: 'x'.repeat(1024 * 1024 + 10) }),
+      headers: { 'content-type': 'application/json' },
+    });
+    assertEnvelope(res, 413, 'payload_too_large');
+  });
+
+  test('an internal failure answers 500 without a stack trace, and the cause is logged', async () => {
+    await svc.testDb.db.exec('ALTER TABLE organizations RENAME TO organizations_moved');
+    try {
+      const res = await svc.call({
+        method: 'GET',
+        url: `/api/svc/billing/status?organizationId=${org.organizationId}`,
+        key: org.apiKey,
+      });
+      assertEnvelope(res, 500, 'internal_error');
+      assert.equal(res.body.error.message, 'Internal server error');
+      assert.ok(!res.raw.includes('organizations'), 'no SQL detail leaks');
+    } finally {
+      await svc.testDb.db.exec('ALTER TABLE organizations_moved RENAME TO organizations');
+    }
+    assert.ok(svc.logs.some((l) => l.includes('"level":50') && l.includes('organizations')));
+  });
+
+  test('every response carries a request id, and a safe caller id is kept', async () => {
+    const mine = await svc.call({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'trace-123' } });
+    assert.equal(mine.headers['x-request-id'], 'trace-123');
+    const unsafe = await svc.call({
+      method: 'GET',
+      url: '/healthz',
+      headers: { 'x-request-id': 'bad id\n' },
+    });
+    assert.match(String(unsafe.headers['x-request-id']), /^[0-9a-f-]{36}$/);
+  });
+});

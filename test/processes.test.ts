@@ -1,0 +1,181 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { createPostgresDatabase, TEST_DATABASE_URL } from './helpers/db.ts';
+import { runFailingStart, startServerProcess } from './helpers/process.ts';
+import { ADMIN_TOKEN } from './helpers/service.ts';
+
+/**
+ * The real entry point in child processes, on the backend under test: a data directory on
+ * disk for PGlite, a fresh database for PostgreSQL.
+ */
+describe('the service as a process', () => {
+  let env: Record<string, string>;
+  let cleanup: () => Promise<void>;
+
+  before(async () => {
+    const secret = randomBytes(32).toString('base64');
+    if (TEST_DATABASE_URL) {
+      const db = await createPostgresDatabase();
+      env = { DATABASE_URL: db.url, SVC_SECRET_KEY: secret };
+      cleanup = db.drop;
+    } else {
+      const dir = mkdtempSync(join(tmpdir(), 'svc-proc-'));
+      env = { SVC_DATA_DIR: join(dir, 'data') };
+      cleanup = async () => rmSync(dir, { recursive: true, force: true });
+    }
+    env.SVC_ADMIN_TOKEN = ADMIN_TOKEN;
+  });
+  after(() => cleanup());
+
+  let demo: { organizationId: string; apiKey: string };
+
+  test('the first start on an empty database prints a demo organization and a key that works', async () => {
+    const server = await startServerProcess(env);
+    try {
+      const out = await server.waitForStdout(/API key: +sats_\w+\n/);
+      const orgId = /organizationId: ([0-9a-f-]{36})/.exec(out)?.[1];
+      const key = /API key: +(sats_\w+)/.exec(out)?.[1];
+      assert.ok(orgId && key, out);
+      demo = { organizationId: orgId, apiKey: key };
+      const res = await fetch(`${server.url}/api/svc/billing/status?organizationId=${orgId}`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
+      assert.equal(res.status, 200);
+      // Logs are JSON lines; the key appears only in the banner, never in a log line.
+      const logLines = out.split('\n').filter((l) => l.startsWith('{'));
+      assert.ok(logLines.length > 0);
+      for (const line of logLines) {
+        JSON.parse(line);
+        assert.ok(!line.includes(key));
+      }
+    } finally {
+      server.child.kill('SIGTERM');
+      assert.equal(await server.exited, 0);
+    }
+  });
+
+  test('a restart keeps the data and creates no second demo organization', async () => {
+    const server = await startServerProcess(env);
+    try {
+      assert.ok(!server.stdout().includes('Created a demo organization'));
+      const res = await fetch(`${server.url}/api/svc/billing/status?organizationId=${demo.organizationId}`, {
+        headers: { authorization: `Bearer ${demo.apiKey}` },
+      });
+      assert.equal(res.status, 200);
+      const orgs = await fetch(`${server.url}/api/admin/organizations`, {
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      });
+      assert.equal(((await orgs.json()) as unknown[]).length, 1);
+    } finally {
+      server.child.kill('SIGTERM');
+      assert.equal(await server.exited, 0);
+    }
+  });
+
+  test('SIGTERM lets an in-flight request finish, then exits 0', async () => {
+    const server = await startServerProcess(env);
+    const body = JSON.stringify({ name: 'Drained Ltd' });
+    const half = Math.floor(body.length / 2);
+    const { port } = new URL(server.url);
+    const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: '/api/admin/organizations',
+          headers: {
+            authorization: `Bearer ${ADMIN_TOKEN}`,
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+          },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (d) => {
+            text += d;
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        },
+      );
+      req.on('error', reject);
+      req.write(body.slice(0, half));
+      // The request is in flight (half its body sent) when the signal arrives.
+      setTimeout(() => {
+        server.child.kill('SIGTERM');
+        setTimeout(() => req.end(body.slice(half)), 300);
+      }, 200);
+    });
+    const res = await response;
+    assert.equal(res.status, 201, res.body);
+    assert.equal(await server.exited, 0);
+  });
+
+  test('a wrong SVC_SECRET_KEY fails startup with one clear line', async () => {
+    const { code, stderr } = await runFailingStart({
+      ...env,
+      SVC_SECRET_KEY: randomBytes(32).toString('base64'),
+    });
+    assert.equal(code, 1);
+    const lines = stderr.trim().split('\n');
+    assert.equal(lines.length, 1, stderr);
+    assert.match(lines[0] ?? '', /SVC_SECRET_KEY is not the key this database was created with/);
+  });
+
+  test('a bad configuration value fails startup with one line naming the variable', async () => {
+    const { code, stderr } = await runFailingStart({ ...env, PORT: 'eighty' });
+    assert.equal(code, 1);
+    assert.equal(stderr.trim().split('\n').length, 1, stderr);
+    assert.match(stderr, /PORT must be a whole number/);
+  });
+
+  if (TEST_DATABASE_URL) {
+    test('two processes on one PostgreSQL share the rate-limit count of an organization', async () => {
+      // Stay inside one one-minute window: start at the top of a minute if less than 20 s remain.
+      const intoMinute = (Date.now() / 1000) % 60;
+      if (intoMinute > 40) await new Promise((r) => setTimeout(r, (60 - intoMinute) * 1000 + 100));
+      const a = await startServerProcess(env);
+      const b = await startServerProcess(env);
+      try {
+        const created = await fetch(`${a.url}/api/admin/organizations`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ name: 'Shared' }),
+        });
+        const org = (await created.json()) as { organizationId: string; apiKey: string };
+        const path = `/api/svc/billing/status?organizationId=${org.organizationId}`;
+        const get = (base: string) =>
+          fetch(base + path, { headers: { authorization: `Bearer ${org.apiKey}` } });
+        for (let i = 1; i <= 60; i++) {
+          const res = await get(i % 2 ? a.url : b.url);
+          assert.equal(res.status, 200);
+          assert.equal(res.headers.get('x-ratelimit-remaining'), String(60 - i));
+        }
+        assert.equal((await get(a.url)).status, 429);
+        assert.equal((await get(b.url)).status, 429);
+      } finally {
+        a.child.kill('SIGTERM');
+        b.child.kill('SIGTERM');
+        assert.equal(await a.exited, 0);
+        assert.equal(await b.exited, 0);
+      }
+    });
+  } else {
+    test('a second process cannot open the embedded data directory in use', async () => {
+      const a = await startServerProcess(env);
+      try {
+        const { code, stderr } = await runFailingStart(env);
+        assert.equal(code, 1);
+        assert.match(stderr, /is in use by process \d+/);
+      } finally {
+        a.child.kill('SIGTERM');
+        assert.equal(await a.exited, 0);
+      }
+    });
+  }
+});
