@@ -135,7 +135,7 @@ describe('the service as a process', () => {
   });
 
   if (TEST_DATABASE_URL) {
-    test('two processes on one PostgreSQL share the rate-limit count of an organization', async () => {
+    test('two processes on one PostgreSQL share the rate-limit count and see revocations at once', async () => {
       // Stay inside one one-minute window: start at the top of a minute if less than 20 s remain.
       const intoMinute = (Date.now() / 1000) % 60;
       if (intoMinute > 40) await new Promise((r) => setTimeout(r, (60 - intoMinute) * 1000 + 100));
@@ -158,6 +158,21 @@ describe('the service as a process', () => {
         }
         assert.equal((await get(a.url)).status, 429);
         assert.equal((await get(b.url)).status, 429);
+
+        // A key revoked through one process is refused by the other on its next request.
+        const key = await fetch(`${a.url}/api/admin/organizations/${org.organizationId}/keys`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ name: 'rotating' }),
+        });
+        const { id, apiKey } = (await key.json()) as { id: string; apiKey: string };
+        const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
+        assert.equal(
+          (await fetch(`${a.url}/api/admin/keys/${id}`, { method: 'DELETE', headers: admin })).status,
+          204,
+        );
+        const refused = await fetch(b.url + path, { headers: { authorization: `Bearer ${apiKey}` } });
+        assert.equal(refused.status, 401);
       } finally {
         a.child.kill('SIGTERM');
         b.child.kill('SIGTERM');
