@@ -8,7 +8,14 @@ import { installValidators } from './plugins/validation.ts';
 import { adminKeyRoutes } from './routes/admin-keys.ts';
 import { adminOrganizationRoutes } from './routes/admin-organizations.ts';
 import { billingStatusRoutes } from './routes/billing-status.ts';
+import { destinationRoutes } from './routes/destinations.ts';
 import { healthRoutes } from './routes/health.ts';
+import { modelRoutes } from './routes/models.ts';
+import { runRoutes } from './routes/runs.ts';
+import { skillRoutes } from './routes/skills.ts';
+import { sourceRoutes } from './routes/sources.ts';
+import { statsRoutes } from './routes/stats.ts';
+import { taskRoutes } from './routes/tasks.ts';
 import type { App } from './types.ts';
 
 /** Request bodies above this are refused with 413 before they are parsed. */
@@ -56,6 +63,13 @@ export async function buildApp(deps: Deps): Promise<App> {
   healthRoutes(app, deps);
   adminOrganizationRoutes(app, deps);
   adminKeyRoutes(app, deps);
+  taskRoutes(app, deps);
+  destinationRoutes(app, deps);
+  runRoutes(app, deps);
+  statsRoutes(app, deps);
+  skillRoutes(app, deps);
+  sourceRoutes(app, deps);
+  modelRoutes(app, deps);
   billingStatusRoutes(app, deps);
 
   await installOpenApiRoutes(app);

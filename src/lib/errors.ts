@@ -14,6 +14,7 @@ export const ERROR_STATUS = {
   unsupported_media_type: 415,
   rate_limited: 429,
   internal_error: 500,
+  not_implemented: 501,
   service_unavailable: 503,
   billing_not_configured: 503,
 } as const;
@@ -63,6 +64,7 @@ export const errors = {
       headers: { 'retry-after': String(retryAfterSeconds) },
     }),
   unavailable: (message: string) => new AppError('service_unavailable', message),
+  notImplemented: (message: string) => new AppError('not_implemented', message),
 };
 
 export interface ErrorBody {

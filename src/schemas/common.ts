@@ -40,3 +40,11 @@ export const OrganizationQuery = Type.Object(
   { organizationId: Type.String({ format: 'uuid', description: "The key's organization." }) },
   { additionalProperties: false },
 );
+
+/** `limit` on list endpoints: default 20, at most 100 (above is a 400, not a silent cap). */
+export const LimitQuery = Type.Integer({ minimum: 1, maximum: 100, default: 20 });
+
+export const OrganizationListQuery = Type.Object(
+  { organizationId: Type.String({ format: 'uuid' }), limit: Type.Optional(LimitQuery) },
+  { additionalProperties: false },
+);
