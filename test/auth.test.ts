@@ -63,6 +63,11 @@ describe('authentication', () => {
     assertUnauthorized(res);
   });
 
+  test('the organizationId matches its key whatever the letter case of the uuid', async () => {
+    const res = await svc.call({ method: 'GET', url: statusUrl(org.organizationId.toUpperCase()), key: org.apiKey });
+    assert.equal(res.status, 200, res.raw);
+  });
+
   test('an organizationId that is not a uuid is a 400 naming the field', async () => {
     const res = await svc.call({ method: 'GET', url: statusUrl('nope'), key: org.apiKey });
     assert.equal(res.status, 400);

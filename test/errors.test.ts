@@ -106,6 +106,17 @@ describe('error envelope', () => {
     assertEnvelope(res, 415, 'unsupported_media_type');
   });
 
+  test('a text/plain body answers 415, not a parse error', async () => {
+    const res = await svc.call({
+      method: 'POST',
+      url: '/api/admin/organizations',
+      admin: true,
+      body: '{"name":"x"}',
+      headers: { 'content-type': 'text/plain' },
+    });
+    assertEnvelope(res, 415, 'unsupported_media_type');
+  });
+
   test('a body over 1 MiB answers 413', async () => {
     const res = await svc.call({
       method: 'POST',

@@ -1,5 +1,6 @@
 import Fastify, { LogController } from 'fastify';
 import type { Deps } from '../domain/deps.ts';
+import { errors } from '../lib/errors.ts';
 import { installAuth } from './plugins/auth.ts';
 import { installErrorHandling } from './plugins/errors.ts';
 import { installObservability, requestId } from './plugins/observability.ts';
@@ -33,7 +34,8 @@ export async function buildApp(deps: Deps): Promise<App> {
     trustProxy: (_address: string, hop: number) => hop < deps.config.trustProxyHops,
     // Only idle keep-alive sockets are closed on shutdown; in-flight requests finish.
     forceCloseConnections: 'idle',
-    return503OnClosing: true,
+    // Requests arriving during shutdown are answered by our own hook, in the envelope.
+    return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: true },
   }).withTypeProvider() as unknown as App;
 
@@ -50,9 +52,17 @@ export async function buildApp(deps: Deps): Promise<App> {
   app.addHook('preClose', async () => {
     closing = true;
   });
+  app.addHook('onRequest', async (_request, reply) => {
+    if (closing) {
+      reply.header('connection', 'close');
+      throw errors.unavailable('The service is shutting down; retry on another instance');
+    }
+  });
   app.addHook('onSend', async (_request, reply) => {
     if (closing) reply.header('connection', 'close');
   });
+  // Bodies are JSON only: without this, text/plain would be parsed as a string (a 400), not refused (415).
+  app.removeContentTypeParser('text/plain');
 
   installValidators(app);
   installErrorHandling(app);

@@ -53,7 +53,10 @@ export function installAuth(app: App, deps: Deps): void {
     for (const part of [request.query, request.body]) {
       if (part && typeof part === 'object' && 'organizationId' in part) {
         const claimed = (part as { organizationId: unknown }).organizationId;
-        if (claimed !== principal.organizationId) throw errors.unauthorized();
+        // uuids compare case-insensitively (the database stores them lowercase).
+        if (typeof claimed !== 'string' || claimed.toLowerCase() !== principal.organizationId) {
+          throw errors.unauthorized();
+        }
       }
     }
   });

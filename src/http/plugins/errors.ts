@@ -72,7 +72,7 @@ function isDatabaseUnavailable(err: Error): boolean {
   if (typeof code === 'string' && (/^08/.test(code) || /^57P0[123]$/.test(code))) return true;
   if (typeof code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE'].includes(code))
     return true;
-  return /Connection terminated|connection timeout|Client has encountered a connection error/i.test(
+  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
     err.message,
   );
 }
