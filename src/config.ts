@@ -40,6 +40,8 @@ export interface Config {
   trustProxyHops: number;
   /** Create a demo organization and print its key when the database has no organization. */
   createDemoOrg: boolean;
+  /** An operator's model catalog (JSON) replacing the shipped one; undefined = the shipped catalog. */
+  modelsFile: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -165,5 +167,6 @@ export function loadConfig(env: Env): Config {
     logLevel: logLevel as Config['logLevel'],
     trustProxyHops: int(env, 'SVC_TRUST_PROXY_HOPS', 0, 0, 10),
     createDemoOrg: bool(env, 'SVC_CREATE_DEMO_ORG', true),
+    modelsFile: str(env, 'SVC_MODELS_FILE'),
   };
 }

@@ -4,6 +4,7 @@ import { migrate } from './db/migrate.ts';
 import { openDb } from './db/open.ts';
 import { pruneRateLimitCounters } from './db/sql/rate-limits.ts';
 import type { Deps } from './domain/deps.ts';
+import { loadModelCatalog, type ModelCatalog } from './domain/models.ts';
 import { createDemoOrganizationIfEmpty } from './domain/organizations.ts';
 import { windowStart } from './domain/rate-limit.ts';
 import { resolveSecretKey, verifySecretKey } from './domain/secret-key.ts';
@@ -46,6 +47,14 @@ const MAINTENANCE_INTERVAL_MS = 60_000;
 export async function startService(config: Config, options: StartOptions = {}): Promise<Service> {
   const log = options.log ?? createLogger(config.logLevel);
   const clock = options.clock ?? systemClock;
+  // A bad catalog file fails startup before any database work.
+  let models: ModelCatalog;
+  try {
+    models = loadModelCatalog(config.modelsFile);
+  } catch (err) {
+    await options.db?.close().catch(() => undefined);
+    throw err;
+  }
   const db =
     options.db ?? (await openDb(config, (err) => log.warn({ err: err.message }, 'database connection lost')));
   const timers: NodeJS.Timeout[] = [];
@@ -55,7 +64,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     if (applied.length) log.info({ applied }, 'migrations applied');
     const secretBox = new SecretBox(resolveSecretKey(config));
     await verifySecretKey(db, secretBox);
-    const deps: Deps = { config, db, clock, secretBox, log, metrics: createMetrics() };
+    const deps: Deps = { config, db, clock, secretBox, log, metrics: createMetrics(), models };
 
     const created = config.createDemoOrg ? await createDemoOrganizationIfEmpty(deps) : undefined;
     const demo = created && { organizationId: created.organization.id, apiKey: created.apiKey };

@@ -64,7 +64,11 @@ describe('authentication', () => {
   });
 
   test('the organizationId matches its key whatever the letter case of the uuid', async () => {
-    const res = await svc.call({ method: 'GET', url: statusUrl(org.organizationId.toUpperCase()), key: org.apiKey });
+    const res = await svc.call({
+      method: 'GET',
+      url: statusUrl(org.organizationId.toUpperCase()),
+      key: org.apiKey,
+    });
     assert.equal(res.status, 200, res.raw);
   });
 

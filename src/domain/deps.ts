@@ -4,6 +4,7 @@ import type { Clock } from '../lib/clock.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
+import type { ModelCatalog } from './models.ts';
 
 /** What domain services need from the outside world; built once at boot and passed down. */
 export interface Deps {
@@ -13,4 +14,6 @@ export interface Deps {
   secretBox: SecretBox;
   log: Logger;
   metrics: Metrics;
+  /** The AI model catalog (shipped, or SVC_MODELS_FILE), loaded and validated at boot. */
+  models: ModelCatalog;
 }

@@ -1,4 +1,99 @@
+import { Type } from 'typebox';
 import type { Deps } from '../../domain/deps.ts';
-import type { App } from '../types.ts';
+import {
+  addDestination,
+  changeDestination,
+  listDestinations,
+  removeDestination,
+} from '../../domain/destinations.ts';
+import { errorResponses } from '../../schemas/common.ts';
+import {
+  Destination,
+  DestinationIdParams,
+  DestinationInput,
+  DestinationPatch,
+  TaskIdParams,
+} from '../../schemas/task.ts';
+import { type App, principalOf } from '../types.ts';
 
-export function destinationRoutes(_app: App, _deps: Deps): void {}
+const tags = ['destinations'];
+
+export function destinationRoutes(app: App, deps: Deps): void {
+  app.get(
+    '/api/svc/tasks/:taskId/destinations',
+    {
+      schema: {
+        tags,
+        summary: "List a task's destinations",
+        params: TaskIdParams,
+        response: { 200: Type.Array(Destination), ...errorResponses(400, 401, 404, 429) },
+      },
+    },
+    async (request) => listDestinations(deps, principalOf(request).organizationId, request.params.taskId),
+  );
+
+  app.post(
+    '/api/svc/tasks/:taskId/destinations',
+    {
+      schema: {
+        tags,
+        summary: 'Add a destination to a task',
+        params: TaskIdParams,
+        body: DestinationInput,
+        response: { 201: Destination, ...errorResponses(400, 401, 404, 409, 413, 415, 429) },
+      },
+    },
+    async (request, reply) => {
+      const d = await addDestination(
+        deps,
+        principalOf(request).organizationId,
+        request.params.taskId,
+        request.body,
+      );
+      reply.code(201);
+      return d;
+    },
+  );
+
+  app.patch(
+    '/api/svc/tasks/:taskId/destinations/:destinationId',
+    {
+      schema: {
+        tags,
+        summary: 'Change a destination',
+        params: DestinationIdParams,
+        body: DestinationPatch,
+        response: { 200: Destination, ...errorResponses(400, 401, 404, 413, 415, 429) },
+      },
+    },
+    async (request) =>
+      changeDestination(
+        deps,
+        principalOf(request).organizationId,
+        request.params.taskId,
+        request.params.destinationId,
+        request.body,
+      ),
+  );
+
+  app.delete(
+    '/api/svc/tasks/:taskId/destinations/:destinationId',
+    {
+      schema: {
+        tags,
+        summary: 'Remove a destination',
+        params: DestinationIdParams,
+        response: { 204: Type.Null({ description: 'Removed' }), ...errorResponses(400, 401, 404, 429) },
+      },
+    },
+    async (request, reply) => {
+      await removeDestination(
+        deps,
+        principalOf(request).organizationId,
+        request.params.taskId,
+        request.params.destinationId,
+      );
+      return reply.code(204).send(null);
+    },
+  );
+}

@@ -1,4 +1,38 @@
+import { Type } from 'typebox';
 import type { Deps } from '../../domain/deps.ts';
+import { modelView } from '../../domain/models.ts';
+import { errors } from '../../lib/errors.ts';
+import { errorResponses } from '../../schemas/common.ts';
+import { Model, ModelIdParams } from '../../schemas/model.ts';
 import type { App } from '../types.ts';
 
-export function modelRoutes(_app: App, _deps: Deps): void {}
+export function modelRoutes(app: App, deps: Deps): void {
+  app.get(
+    '/api/svc/models',
+    {
+      schema: {
+        tags: ['models'],
+        summary: 'The AI models tasks can use',
+        response: { 200: Type.Array(Model), ...errorResponses(401, 429) },
+      },
+    },
+    async () => deps.models.list().map(modelView),
+  );
+
+  app.get(
+    '/api/svc/models/:modelId',
+    {
+      schema: {
+        tags: ['models'],
+        summary: 'One model of the catalog',
+        params: ModelIdParams,
+        response: { 200: Model, ...errorResponses(400, 401, 404, 429) },
+      },
+    },
+    async (request) => {
+      const model = deps.models.find(request.params.modelId);
+      if (!model) throw errors.notFound('Model');
+      return modelView(model);
+    },
+  );
+}

@@ -1,4 +1,49 @@
+import { Type } from 'typebox';
 import type { Deps } from '../../domain/deps.ts';
-import type { App } from '../types.ts';
+import { getRun, listRuns, listTaskRuns } from '../../domain/runs.ts';
+import { errorResponses, OrganizationListQuery } from '../../schemas/common.ts';
+import { Run, RunIdParams, TaskRunsParams, TaskRunsQuery } from '../../schemas/run.ts';
+import { type App, principalOf } from '../types.ts';
 
-export function runRoutes(_app: App, _deps: Deps): void {}
+export function runRoutes(app: App, deps: Deps): void {
+  app.get(
+    '/api/svc/runs',
+    {
+      schema: {
+        tags: ['runs'],
+        summary: "The organization's runs across all tasks, newest first",
+        querystring: OrganizationListQuery,
+        response: { 200: Type.Array(Run), ...errorResponses(400, 401, 429) },
+      },
+    },
+    async (request) => listRuns(deps, principalOf(request).organizationId, request.query.limit),
+  );
+
+  app.get(
+    '/api/svc/runs/:runId',
+    {
+      schema: {
+        tags: ['runs'],
+        summary: 'One run',
+        params: RunIdParams,
+        response: { 200: Run, ...errorResponses(400, 401, 404, 429) },
+      },
+    },
+    async (request) => getRun(deps, principalOf(request).organizationId, request.params.runId),
+  );
+
+  app.get(
+    '/api/svc/tasks/:taskId/runs',
+    {
+      schema: {
+        tags: ['runs'],
+        summary: "A task's runs, newest first",
+        params: TaskRunsParams,
+        querystring: TaskRunsQuery,
+        response: { 200: Type.Array(Run), ...errorResponses(400, 401, 404, 429) },
+      },
+    },
+    async (request) =>
+      listTaskRuns(deps, principalOf(request).organizationId, request.params.taskId, request.query.limit),
+  );
+}

@@ -1,4 +1,84 @@
+import { Type } from 'typebox';
 import type { Deps } from '../../domain/deps.ts';
-import type { App } from '../types.ts';
+import { createSkill, deleteSkill, getSkill, listSkills, updateSkill } from '../../domain/skills.ts';
+import { errorResponses, OrganizationQuery } from '../../schemas/common.ts';
+import { Skill, SkillCreateBody, SkillIdParams, SkillUpdateBody } from '../../schemas/skill.ts';
+import { type App, principalOf } from '../types.ts';
 
-export function skillRoutes(_app: App, _deps: Deps): void {}
+const tags = ['skills'];
+
+export function skillRoutes(app: App, deps: Deps): void {
+  app.get(
+    '/api/svc/skills',
+    {
+      schema: {
+        tags,
+        summary: "List the organization's skills, newest first",
+        querystring: OrganizationQuery,
+        response: { 200: Type.Array(Skill), ...errorResponses(400, 401, 429) },
+      },
+    },
+    async (request) => listSkills(deps, principalOf(request).organizationId),
+  );
+
+  app.post(
+    '/api/svc/skills',
+    {
+      schema: {
+        tags,
+        summary: 'Create a skill (its slug is generated from the name when not given)',
+        body: SkillCreateBody,
+        response: { 201: Skill, ...errorResponses(400, 401, 409, 413, 415, 429) },
+      },
+    },
+    async (request, reply) => {
+      const skill = await createSkill(deps, principalOf(request).organizationId, request.body);
+      reply.code(201);
+      return skill;
+    },
+  );
+
+  app.get(
+    '/api/svc/skills/:skillId',
+    {
+      schema: {
+        tags,
+        summary: 'Get a skill',
+        params: SkillIdParams,
+        response: { 200: Skill, ...errorResponses(400, 401, 404, 429) },
+      },
+    },
+    async (request) => getSkill(deps, principalOf(request).organizationId, request.params.skillId),
+  );
+
+  app.patch(
+    '/api/svc/skills/:skillId',
+    {
+      schema: {
+        tags,
+        summary: 'Update a skill; a change of content raises its version by one',
+        params: SkillIdParams,
+        body: SkillUpdateBody,
+        response: { 200: Skill, ...errorResponses(400, 401, 404, 413, 415, 429) },
+      },
+    },
+    async (request) =>
+      updateSkill(deps, principalOf(request).organizationId, request.params.skillId, request.body),
+  );
+
+  app.delete(
+    '/api/svc/skills/:skillId',
+    {
+      schema: {
+        tags,
+        summary: 'Delete a skill (tasks it was attached to lose it)',
+        params: SkillIdParams,
+        response: { 204: Type.Null({ description: 'Deleted' }), ...errorResponses(400, 401, 404, 429) },
+      },
+    },
+    async (request, reply) => {
+      await deleteSkill(deps, principalOf(request).organizationId, request.params.skillId);
+      return reply.code(204).send(null);
+    },
+  );
+}

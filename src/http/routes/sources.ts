@@ -1,4 +1,110 @@
+import { Type } from 'typebox';
 import type { Deps } from '../../domain/deps.ts';
-import type { App } from '../types.ts';
+import {
+  createSource,
+  deleteSource,
+  getSource,
+  listSources,
+  testSource,
+  updateSource,
+} from '../../domain/sources.ts';
+import { errorResponses, OrganizationQuery } from '../../schemas/common.ts';
+import {
+  Source,
+  SourceCreateBody,
+  SourceIdParams,
+  SourceTestResult,
+  SourceUpdateBody,
+} from '../../schemas/source.ts';
+import { type App, principalOf } from '../types.ts';
 
-export function sourceRoutes(_app: App, _deps: Deps): void {}
+const tags = ['sources'];
+
+export function sourceRoutes(app: App, deps: Deps): void {
+  app.get(
+    '/api/svc/sources',
+    {
+      schema: {
+        tags,
+        summary: "List the organization's sources, newest first (secrets masked)",
+        querystring: OrganizationQuery,
+        response: { 200: Type.Array(Source), ...errorResponses(400, 401, 429) },
+      },
+    },
+    async (request) => listSources(deps, principalOf(request).organizationId),
+  );
+
+  app.post(
+    '/api/svc/sources',
+    {
+      schema: {
+        tags,
+        summary: 'Create a source; config.env values and credentials are sealed at rest and never returned',
+        body: SourceCreateBody,
+        response: { 201: Source, ...errorResponses(400, 401, 409, 413, 415, 429) },
+      },
+    },
+    async (request, reply) => {
+      const source = await createSource(deps, principalOf(request).organizationId, request.body);
+      reply.code(201);
+      return source;
+    },
+  );
+
+  app.get(
+    '/api/svc/sources/:sourceId',
+    {
+      schema: {
+        tags,
+        summary: 'Get a source (secrets masked)',
+        params: SourceIdParams,
+        response: { 200: Source, ...errorResponses(400, 401, 404, 429) },
+      },
+    },
+    async (request) => getSource(deps, principalOf(request).organizationId, request.params.sourceId),
+  );
+
+  app.patch(
+    '/api/svc/sources/:sourceId',
+    {
+      schema: {
+        tags,
+        summary: 'Update a source; a secret sent back as its mask keeps its stored value',
+        params: SourceIdParams,
+        body: SourceUpdateBody,
+        response: { 200: Source, ...errorResponses(400, 401, 404, 413, 415, 429) },
+      },
+    },
+    async (request) =>
+      updateSource(deps, principalOf(request).organizationId, request.params.sourceId, request.body),
+  );
+
+  app.delete(
+    '/api/svc/sources/:sourceId',
+    {
+      schema: {
+        tags,
+        summary: 'Delete a source (tasks it was attached to lose it)',
+        params: SourceIdParams,
+        response: { 204: Type.Null({ description: 'Deleted' }), ...errorResponses(400, 401, 404, 429) },
+      },
+    },
+    async (request, reply) => {
+      await deleteSource(deps, principalOf(request).organizationId, request.params.sourceId);
+      return reply.code(204).send(null);
+    },
+  );
+
+  app.post(
+    '/api/svc/sources/:sourceId/test',
+    {
+      schema: {
+        tags,
+        summary: 'Verify that the source connection works (501 until the run engine arrives)',
+        params: SourceIdParams,
+        response: { 200: SourceTestResult, ...errorResponses(400, 401, 404, 429, 501) },
+      },
+    },
+    async (request) => testSource(deps, principalOf(request).organizationId, request.params.sourceId),
+  );
+}

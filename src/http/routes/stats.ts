@@ -1,4 +1,20 @@
 import type { Deps } from '../../domain/deps.ts';
-import type { App } from '../types.ts';
+import { organizationStatistics } from '../../domain/stats.ts';
+import { errorResponses, OrganizationQuery } from '../../schemas/common.ts';
+import { Stats } from '../../schemas/stats.ts';
+import { type App, principalOf } from '../types.ts';
 
-export function statsRoutes(_app: App, _deps: Deps): void {}
+export function statsRoutes(app: App, deps: Deps): void {
+  app.get(
+    '/api/svc/stats',
+    {
+      schema: {
+        tags: ['stats'],
+        summary: 'Usage statistics of the organization',
+        querystring: OrganizationQuery,
+        response: { 200: Stats, ...errorResponses(400, 401, 429) },
+      },
+    },
+    async (request) => organizationStatistics(deps, principalOf(request).organizationId),
+  );
+}

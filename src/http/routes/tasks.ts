@@ -1,4 +1,130 @@
+import { Type } from 'typebox';
 import type { Deps } from '../../domain/deps.ts';
-import type { App } from '../types.ts';
+import { expandTasks } from '../../domain/task-expansion.ts';
+import {
+  createTask,
+  deleteTaskOf,
+  getTask,
+  listOrganizationTasks,
+  runTaskNow,
+  updateTaskOf,
+} from '../../domain/tasks.ts';
+import { errorResponses } from '../../schemas/common.ts';
+import { Run } from '../../schemas/run.ts';
+import {
+  ExpandQuery,
+  Task,
+  TaskCreateBody,
+  TaskIdParams,
+  TaskListQuery,
+  TaskUpdateBody,
+} from '../../schemas/task.ts';
+import { type App, principalOf } from '../types.ts';
 
-export function taskRoutes(_app: App, _deps: Deps): void {}
+const tags = ['tasks'];
+
+export function taskRoutes(app: App, deps: Deps): void {
+  app.get(
+    '/api/svc/tasks',
+    {
+      schema: {
+        tags,
+        summary: "List the organization's tasks, newest first",
+        querystring: TaskListQuery,
+        response: { 200: Type.Array(Task), ...errorResponses(400, 401, 429) },
+      },
+    },
+    async (request) => {
+      const orgId = principalOf(request).organizationId;
+      return expandTasks(deps, orgId, await listOrganizationTasks(deps, orgId), request.query.expand);
+    },
+  );
+
+  app.post(
+    '/api/svc/tasks',
+    {
+      schema: {
+        tags,
+        summary: 'Create a task',
+        body: TaskCreateBody,
+        response: { 201: Task, ...errorResponses(400, 401, 403, 413, 415, 429) },
+      },
+    },
+    async (request, reply) => {
+      const task = await createTask(deps, principalOf(request).organizationId, request.body);
+      reply.code(201);
+      return task;
+    },
+  );
+
+  app.get(
+    '/api/svc/tasks/:taskId',
+    {
+      schema: {
+        tags,
+        summary: 'Get a task',
+        params: TaskIdParams,
+        querystring: ExpandQuery,
+        response: { 200: Task, ...errorResponses(400, 401, 404, 429) },
+      },
+    },
+    async (request) => {
+      const orgId = principalOf(request).organizationId;
+      const [task] = await expandTasks(
+        deps,
+        orgId,
+        [await getTask(deps, orgId, request.params.taskId)],
+        request.query.expand,
+      );
+      return task;
+    },
+  );
+
+  app.patch(
+    '/api/svc/tasks/:taskId',
+    {
+      schema: {
+        tags,
+        summary: 'Update a task; skillIds, sourceIds and destinations replace the whole set',
+        params: TaskIdParams,
+        body: TaskUpdateBody,
+        response: { 200: Task, ...errorResponses(400, 401, 403, 404, 413, 415, 429) },
+      },
+    },
+    async (request) =>
+      updateTaskOf(deps, principalOf(request).organizationId, request.params.taskId, request.body),
+  );
+
+  app.delete(
+    '/api/svc/tasks/:taskId',
+    {
+      schema: {
+        tags,
+        summary: 'Delete a task with its runs (usage already counted stays counted)',
+        params: TaskIdParams,
+        response: { 204: Type.Null({ description: 'Deleted' }), ...errorResponses(400, 401, 404, 429) },
+      },
+    },
+    async (request, reply) => {
+      await deleteTaskOf(deps, principalOf(request).organizationId, request.params.taskId);
+      return reply.code(204).send(null);
+    },
+  );
+
+  app.post(
+    '/api/svc/tasks/:taskId/run',
+    {
+      schema: {
+        tags,
+        summary: 'Run the task now; answers with the pending run',
+        params: TaskIdParams,
+        response: { 202: Run, ...errorResponses(400, 401, 404, 409, 429) },
+      },
+    },
+    async (request, reply) => {
+      const run = await runTaskNow(deps, principalOf(request).organizationId, request.params.taskId);
+      reply.code(202);
+      return run;
+    },
+  );
+}

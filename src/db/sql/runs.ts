@@ -1,0 +1,133 @@
+import type { Queryable } from '../db.ts';
+
+export type RunStatus = 'pending' | 'running' | 'completed' | 'failed';
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
+export type RunTrigger = 'schedule' | 'manual';
+
+/** A row of the runs table. */
+export interface RunRow {
+  id: string;
+  organization_id: string;
+  task_id: string;
+  /** The schedule slot this run is for; null for on-demand runs. */
+  slot_at: Date | null;
+  trigger: RunTrigger;
+  status: RunStatus;
+  delivery_status: DeliveryStatus | null;
+  output: string | null;
+  error: string | null;
+  cost_cents: number;
+  tokens_used: number;
+  duration_ms: number | null;
+  created_at: Date;
+  started_at: Date | null;
+  completed_at: Date | null;
+}
+
+export interface NewRun {
+  id: string;
+  organizationId: string;
+  taskId: string;
+  slotAt: Date | null;
+  trigger: RunTrigger;
+  now: Date;
+}
+
+/**
+ * One statement inserts the pending run and its usage-ledger row, so no caller (in a
+ * transaction or not) can get one without the other. The run is only inserted when the task
+ * exists in the organization. With `skipTakenSlot`, a run already holding (task, slot) makes
+ * this insert nothing instead of raising a unique violation.
+ */
+function insertRunSql(skipTakenSlot: boolean): string {
+  return `WITH run AS (
+       INSERT INTO runs (id, organization_id, task_id, slot_at, trigger, status, created_at)
+       SELECT $1, t.organization_id, t.id, $4, $5, 'pending', $6
+         FROM tasks t WHERE t.id = $3 AND t.organization_id = $2
+       ${skipTakenSlot ? 'ON CONFLICT (task_id, slot_at) DO NOTHING' : ''}
+       RETURNING *
+     ), ledger AS (
+       INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at)
+       SELECT id, organization_id, task_id, status, created_at FROM run
+     )
+     SELECT * FROM run`;
+}
+
+const insertParams = (row: NewRun) => [
+  row.id,
+  row.organizationId,
+  row.taskId,
+  row.slotAt,
+  row.trigger,
+  row.now,
+];
+
+/**
+ * Creates a pending run and its usage-ledger row in one statement. Throws when the task does
+ * not exist in the organization, or (a unique violation) when the task's slot already has a run.
+ */
+export async function insertRun(db: Queryable, row: NewRun): Promise<RunRow> {
+  const [run] = await db.query<RunRow>(insertRunSql(false), insertParams(row));
+  if (!run) throw new Error(`insertRun: task ${row.taskId} not found in organization ${row.organizationId}`);
+  return run;
+}
+
+/**
+ * Like insertRun, for schedulers: undefined (and nothing written) when the slot already has a
+ * run or the task no longer exists in the organization.
+ */
+export async function insertRunIfSlotFree(db: Queryable, row: NewRun): Promise<RunRow | undefined> {
+  const [run] = await db.query<RunRow>(insertRunSql(true), insertParams(row));
+  return run;
+}
+
+export async function findRun(
+  db: Queryable,
+  organizationId: string,
+  runId: string,
+): Promise<RunRow | undefined> {
+  const [run] = await db.query<RunRow>('SELECT * FROM runs WHERE id = $1 AND organization_id = $2', [
+    runId,
+    organizationId,
+  ]);
+  return run;
+}
+
+/** The organization's runs across all tasks, newest first. */
+export async function listRunsForOrganization(
+  db: Queryable,
+  organizationId: string,
+  limit: number,
+): Promise<RunRow[]> {
+  return db.query<RunRow>(
+    'SELECT * FROM runs WHERE organization_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2',
+    [organizationId, limit],
+  );
+}
+
+/** One task's runs, newest first (empty when the task is not the organization's). */
+export async function listRunsForTask(
+  db: Queryable,
+  organizationId: string,
+  taskId: string,
+  limit: number,
+): Promise<RunRow[]> {
+  return db.query<RunRow>(
+    `SELECT * FROM runs WHERE organization_id = $1 AND task_id = $2
+     ORDER BY created_at DESC, id DESC LIMIT $3`,
+    [organizationId, taskId, limit],
+  );
+}
+
+/** Whether the task exists in the organization (the runs list of a task answers 404 otherwise). */
+export async function taskExistsInOrganization(
+  db: Queryable,
+  organizationId: string,
+  taskId: string,
+): Promise<boolean> {
+  const rows = await db.query('SELECT 1 FROM tasks WHERE id = $1 AND organization_id = $2', [
+    taskId,
+    organizationId,
+  ]);
+  return rows.length > 0;
+}

@@ -1,0 +1,254 @@
+import type { Queryable } from '../db.ts';
+
+export interface TaskRow {
+  id: string;
+  organization_id: string;
+  name: string;
+  prompt: string;
+  model: string;
+  schedule: 'once' | 'hourly' | 'daily' | 'weekly';
+  status: 'active' | 'paused' | 'completed';
+  cron_expression: string | null;
+  schedule_time: string | null;
+  schedule_days: string[] | null;
+  timezone: string;
+  delivery_email: boolean | null;
+  delivery_email_address: string | null;
+  delivery_sms: boolean | null;
+  delivery_phone_number: string | null;
+  user_id: string | null;
+  next_run_at: Date | null;
+  last_run_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface DestinationRow {
+  id: string;
+  type: 'email' | 'sms' | 'webhook';
+  value: string;
+  label: string | null;
+}
+
+/** A task with its attachments, as one read returns it. */
+export interface TaskWithLinks extends TaskRow {
+  /** When the task's newest run was created (null before its first run). */
+  latest_run_at: Date | null;
+  skill_ids: string[];
+  source_ids: string[];
+  destinations: DestinationRow[];
+}
+
+// One round trip per read: the attachments come back as JSON arrays in their stored order.
+const SELECT_WITH_LINKS = `
+  SELECT t.*,
+    (SELECT max(r.created_at) FROM runs r WHERE r.task_id = t.id) AS latest_run_at,
+    coalesce((SELECT json_agg(x.skill_id ORDER BY x.position) FROM task_skills x WHERE x.task_id = t.id), '[]'::json) AS skill_ids,
+    coalesce((SELECT json_agg(x.source_id ORDER BY x.position) FROM task_sources x WHERE x.task_id = t.id), '[]'::json) AS source_ids,
+    coalesce((SELECT json_agg(json_build_object('id', d.id, 'type', d.type, 'value', d.value, 'label', d.label) ORDER BY d.position)
+              FROM task_destinations d WHERE d.task_id = t.id), '[]'::json) AS destinations
+  FROM tasks t`;
+
+export async function findTask(
+  db: Queryable,
+  organizationId: string,
+  id: string,
+): Promise<TaskWithLinks | undefined> {
+  const [row] = await db.query<TaskWithLinks>(
+    `${SELECT_WITH_LINKS} WHERE t.organization_id = $1 AND t.id = $2`,
+    [organizationId, id],
+  );
+  return row;
+}
+
+export function listTasks(db: Queryable, organizationId: string): Promise<TaskWithLinks[]> {
+  return db.query<TaskWithLinks>(
+    `${SELECT_WITH_LINKS} WHERE t.organization_id = $1 ORDER BY t.created_at DESC, t.id DESC`,
+    [organizationId],
+  );
+}
+
+/** Columns a create or update may write, in the order of TASK_COLUMNS. */
+export type TaskFields = Omit<TaskRow, 'id' | 'organization_id' | 'created_at' | 'last_run_at'>;
+
+const TASK_COLUMNS = [
+  'name',
+  'prompt',
+  'model',
+  'schedule',
+  'status',
+  'cron_expression',
+  'schedule_time',
+  'schedule_days',
+  'timezone',
+  'delivery_email',
+  'delivery_email_address',
+  'delivery_sms',
+  'delivery_phone_number',
+  'user_id',
+  'next_run_at',
+  'updated_at',
+] as const satisfies readonly (keyof TaskFields)[];
+
+const values = (f: TaskFields) => TASK_COLUMNS.map((c) => f[c]);
+
+export async function insertTask(
+  db: Queryable,
+  row: { id: string; organizationId: string; createdAt: Date } & TaskFields,
+): Promise<void> {
+  const cols = TASK_COLUMNS.join(', ');
+  const params = TASK_COLUMNS.map((_, i) => `$${i + 4}`).join(', ');
+  await db.query(
+    `INSERT INTO tasks (id, organization_id, created_at, ${cols}) VALUES ($1, $2, $3, ${params})`,
+    [row.id, row.organizationId, row.createdAt, ...values(row)],
+  );
+}
+
+/** Writes every updatable column (the caller merges the patch into the current row). */
+export async function updateTask(
+  db: Queryable,
+  organizationId: string,
+  id: string,
+  fields: TaskFields,
+): Promise<void> {
+  const sets = TASK_COLUMNS.map((c, i) => `${c} = $${i + 3}`).join(', ');
+  await db.query(`UPDATE tasks SET ${sets} WHERE organization_id = $1 AND id = $2`, [
+    organizationId,
+    id,
+    ...values(fields),
+  ]);
+}
+
+export async function deleteTask(db: Queryable, organizationId: string, id: string): Promise<boolean> {
+  const rows = await db.query('DELETE FROM tasks WHERE organization_id = $1 AND id = $2 RETURNING id', [
+    organizationId,
+    id,
+  ]);
+  return rows.length > 0;
+}
+
+/** Locks the task row for the rest of the transaction (serialises concurrent edits of one task). */
+export async function lockTask(db: Queryable, organizationId: string, id: string): Promise<boolean> {
+  const rows = await db.query('SELECT id FROM tasks WHERE organization_id = $1 AND id = $2 FOR UPDATE', [
+    organizationId,
+    id,
+  ]);
+  return rows.length > 0;
+}
+
+/** Serialises task creation and resumption per organization, so tasksLimit cannot be raced past. */
+export async function lockOrganizationRow(db: Queryable, organizationId: string): Promise<void> {
+  await db.query('SELECT id FROM organizations WHERE id = $1 FOR UPDATE', [organizationId]);
+}
+
+export async function countActiveTasks(db: Queryable, organizationId: string): Promise<number> {
+  const [row] = await db.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM tasks WHERE organization_id = $1 AND status = 'active'",
+    [organizationId],
+  );
+  return row?.n ?? 0;
+}
+
+/** The subset of `ids` that are the organization's own rows of `table`. */
+export async function ownedIds(
+  db: Queryable,
+  table: 'skills' | 'sources',
+  organizationId: string,
+  ids: readonly string[],
+): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  // The table name comes from the closed union above, never from input.
+  const sql =
+    table === 'skills'
+      ? 'SELECT id FROM skills WHERE organization_id = $1 AND id = ANY($2::uuid[])'
+      : 'SELECT id FROM sources WHERE organization_id = $1 AND id = ANY($2::uuid[])';
+  const rows = await db.query<{ id: string }>(sql, [organizationId, ids]);
+  return new Set(rows.map((r) => r.id));
+}
+
+export async function replaceTaskSkills(
+  db: Queryable,
+  taskId: string,
+  skillIds: readonly string[],
+): Promise<void> {
+  await db.query('DELETE FROM task_skills WHERE task_id = $1', [taskId]);
+  if (skillIds.length) {
+    await db.query(
+      'INSERT INTO task_skills (task_id, skill_id, position) SELECT $1, id, ord FROM unnest($2::uuid[]) WITH ORDINALITY AS u(id, ord)',
+      [taskId, skillIds],
+    );
+  }
+}
+
+export async function replaceTaskSources(
+  db: Queryable,
+  taskId: string,
+  sourceIds: readonly string[],
+): Promise<void> {
+  await db.query('DELETE FROM task_sources WHERE task_id = $1', [taskId]);
+  if (sourceIds.length) {
+    await db.query(
+      'INSERT INTO task_sources (task_id, source_id, position) SELECT $1, id, ord FROM unnest($2::uuid[]) WITH ORDINALITY AS u(id, ord)',
+      [taskId, sourceIds],
+    );
+  }
+}
+
+export async function replaceTaskDestinations(
+  db: Queryable,
+  taskId: string,
+  destinations: readonly { id: string; type: string; value: string; label: string | null }[],
+  now: Date,
+): Promise<void> {
+  await db.query('DELETE FROM task_destinations WHERE task_id = $1', [taskId]);
+  for (const [i, d] of destinations.entries()) {
+    await insertDestination(db, taskId, { ...d, position: i + 1 }, now);
+  }
+}
+
+export async function insertDestination(
+  db: Queryable,
+  taskId: string,
+  d: { id: string; type: string; value: string; label: string | null; position?: number },
+  now: Date,
+): Promise<DestinationRow> {
+  const [row] = await db.query<DestinationRow>(
+    `INSERT INTO task_destinations (id, task_id, type, value, label, position, created_at)
+     VALUES ($1, $2, $3, $4, $5,
+       coalesce($6, (SELECT coalesce(max(position), 0) + 1 FROM task_destinations WHERE task_id = $2)), $7)
+     RETURNING id, type, value, label`,
+    [d.id, taskId, d.type, d.value, d.label, d.position ?? null, now],
+  );
+  if (!row) throw new Error('insert returned no row');
+  return row;
+}
+
+export async function updateDestination(
+  db: Queryable,
+  taskId: string,
+  id: string,
+  d: { type: string; value: string; label: string | null },
+): Promise<DestinationRow | undefined> {
+  const [row] = await db.query<DestinationRow>(
+    'UPDATE task_destinations SET type = $3, value = $4, label = $5 WHERE task_id = $1 AND id = $2 RETURNING id, type, value, label',
+    [taskId, id, d.type, d.value, d.label],
+  );
+  return row;
+}
+
+export async function deleteDestination(db: Queryable, taskId: string, id: string): Promise<boolean> {
+  const rows = await db.query('DELETE FROM task_destinations WHERE task_id = $1 AND id = $2 RETURNING id', [
+    taskId,
+    id,
+  ]);
+  return rows.length > 0;
+}
+
+/** True when a run of the task is pending or running (overlap guard for on-demand runs). */
+export async function hasRunInFlight(db: Queryable, taskId: string): Promise<boolean> {
+  const rows = await db.query(
+    "SELECT 1 FROM runs WHERE task_id = $1 AND status IN ('pending', 'running') LIMIT 1",
+    [taskId],
+  );
+  return rows.length > 0;
+}

@@ -1,0 +1,150 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Ajv } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import { type Static, Type } from 'typebox';
+
+// ajv-formats is CommonJS: under ESM its default import is the plugin function itself.
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+
+/** The catalog shipped with the code; SVC_MODELS_FILE replaces it with an operator's file. */
+export const SHIPPED_CATALOG_FILE = fileURLToPath(new URL('./models-catalog.json', import.meta.url));
+
+/** One entry of the catalog file: the spec's Model fields plus internal prices and the default flag. */
+const CatalogEntry = Type.Object(
+  {
+    id: Type.String({ format: 'uuid' }),
+    name: Type.String({ minLength: 1 }),
+    provider: Type.String({ minLength: 1 }),
+    routerModelId: Type.String({ pattern: '^[^/\\s]+/[^\\s]+$' }),
+    codingIndex: Type.Number({ minimum: 0, maximum: 100 }),
+    intelligenceIndex: Type.Number({ minimum: 0, maximum: 100 }),
+    contextLength: Type.Integer({ minimum: 1 }),
+    outputSpeed: Type.Number({ minimum: 0 }),
+    powerTier: Type.Integer({ minimum: 1, maximum: 5 }),
+    supportsInternetSearch: Type.Boolean(),
+    supportsToolCalling: Type.Boolean(),
+    /** Price of prompt tokens, in cents per million tokens (internal: used for run cost). */
+    inputCentsPerMillionTokens: Type.Number({ minimum: 0 }),
+    /** Price of completion tokens, in cents per million tokens (internal: used for run cost). */
+    outputCentsPerMillionTokens: Type.Number({ minimum: 0 }),
+    /** Exactly one entry is the default model of new tasks. */
+    default: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+const CatalogFile = Type.Array(CatalogEntry, { minItems: 1 });
+
+export type CatalogModel = Static<typeof CatalogEntry>;
+
+export interface ModelCatalog {
+  /** Every model, in catalog order. */
+  list(): CatalogModel[];
+  /** A model by its uuid (any letter case) or its routerModelId. */
+  find(idOrRouterId: string): CatalogModel | undefined;
+  /** The entry marked `"default": true`. */
+  defaultModel: CatalogModel;
+}
+
+const ajv = addFormats(new Ajv({ allErrors: true, strict: false }));
+const validateCatalog = ajv.compile<CatalogModel[]>(CatalogFile as object);
+
+/** Why the parsed catalog is unusable, or undefined when it is fine. */
+function catalogProblem(data: unknown): string | undefined {
+  if (!validateCatalog(data)) {
+    const first = validateCatalog.errors?.[0];
+    return first ? `${first.instancePath || '/'} ${first.message ?? 'is invalid'}` : 'is invalid';
+  }
+  const models = data as CatalogModel[];
+  const ids = new Set<string>();
+  const routerIds = new Set<string>();
+  for (const [i, m] of models.entries()) {
+    const id = m.id.toLowerCase();
+    if (ids.has(id)) return `/${i}/id duplicate id ${m.id}`;
+    ids.add(id);
+    if (routerIds.has(m.routerModelId))
+      return `/${i}/routerModelId duplicate routerModelId ${m.routerModelId}`;
+    routerIds.add(m.routerModelId);
+  }
+  const defaults = models.filter((m) => m.default === true).length;
+  if (defaults !== 1) return `exactly one model must have "default": true, found ${defaults}`;
+  return undefined;
+}
+
+/**
+ * Reads and validates the model catalog: the operator's file when given (SVC_MODELS_FILE),
+ * else the one shipped with the code. A bad file throws one line naming the file and the problem.
+ */
+export function loadModelCatalog(file?: string): ModelCatalog {
+  const path = file ?? SHIPPED_CATALOG_FILE;
+  const fail = (problem: string) => new Error(`SVC_MODELS_FILE ${path}: ${problem}`);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw fail(`cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (err) {
+    throw fail(`is not valid JSON (${(err as Error).message.split('\n')[0]})`);
+  }
+  const problem = catalogProblem(data);
+  if (problem) throw fail(problem);
+  return createModelCatalog(data as CatalogModel[]);
+}
+
+function createModelCatalog(entries: CatalogModel[]): ModelCatalog {
+  const models = entries.map((m) => Object.freeze({ ...m, id: m.id.toLowerCase() }));
+  const byKey = new Map<string, CatalogModel>();
+  for (const m of models) {
+    byKey.set(m.id, m);
+    byKey.set(m.routerModelId, m);
+  }
+  const defaultModel = models.find((m) => m.default === true);
+  if (!defaultModel) throw new Error('model catalog without a default model');
+  return {
+    list: () => [...models],
+    find: (key) => byKey.get(key) ?? byKey.get(key.toLowerCase()),
+    defaultModel,
+  };
+}
+
+/** The Model resource as the spec gives it: no prices, no default flag. */
+export interface ModelView {
+  id: string;
+  name: string;
+  provider: string;
+  routerModelId: string;
+  codingIndex: number;
+  intelligenceIndex: number;
+  contextLength: number;
+  outputSpeed: number;
+  powerTier: number;
+  supportsInternetSearch: boolean;
+  supportsToolCalling: boolean;
+}
+
+export function modelView(m: CatalogModel): ModelView {
+  return {
+    id: m.id,
+    name: m.name,
+    provider: m.provider,
+    routerModelId: m.routerModelId,
+    codingIndex: m.codingIndex,
+    intelligenceIndex: m.intelligenceIndex,
+    contextLength: m.contextLength,
+    outputSpeed: m.outputSpeed,
+    powerTier: m.powerTier,
+    supportsInternetSearch: m.supportsInternetSearch,
+    supportsToolCalling: m.supportsToolCalling,
+  };
+}
+
+/** Catalog-price cost of a model call in cents (used when the provider reports no cost). */
+export function catalogCostCents(m: CatalogModel, promptTokens: number, completionTokens: number): number {
+  return (
+    (promptTokens * m.inputCentsPerMillionTokens + completionTokens * m.outputCentsPerMillionTokens) / 1e6
+  );
+}

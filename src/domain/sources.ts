@@ -1,0 +1,313 @@
+import {
+  deleteSource as deleteSourceRow,
+  findSource,
+  insertSource,
+  listSources as listSourceRows,
+  type SourceRow,
+  sourceSlugsLike,
+  updateSource as updateSourceRow,
+} from '../db/sql/sources.ts';
+import { type ErrorDetail, errors } from '../lib/errors.ts';
+import { newId } from '../lib/ids.ts';
+import { insertWithUniqueSlug, slugify } from '../lib/slug.ts';
+import {
+  type AuthConfig,
+  type AuthConfigInput,
+  CREDENTIAL_KEYS,
+  type CredentialKey,
+  type McpTransport,
+  SECRET_MASK,
+  type Source,
+  type SourceConfig,
+  type SourceConfigInput,
+  type SourceCreateBody,
+  type SourceType,
+  type SourceUpdateBody,
+} from '../schemas/source.ts';
+import type { Deps } from './deps.ts';
+
+/** The secret values of a source, in clear; only the run engine asks for them. */
+export interface SourceSecrets {
+  /** config.env, name to value. */
+  env: Record<string, string>;
+  /** The credentials of authConfig. */
+  credentials: Partial<Record<CredentialKey, string>>;
+}
+
+/** The associated data that binds a source's sealed secrets to its organization and row. */
+const secretsAad = (organizationId: string, sourceId: string) =>
+  `source:${organizationId}:${sourceId}:secrets`;
+
+/**
+ * Decrypts the secrets of a stored source (for the run engine: spawning a stdio server with
+ * its env, authenticating to an http server or an API). Throws when the sealed value was not
+ * sealed for this very row (for example a ciphertext copied from another source).
+ */
+export function openSourceSecrets(
+  deps: Pick<Deps, 'secretBox'>,
+  row: Pick<SourceRow, 'id' | 'organization_id' | 'secrets_sealed'>,
+): SourceSecrets {
+  if (!row.secrets_sealed) return { env: {}, credentials: {} };
+  const opened = JSON.parse(
+    deps.secretBox.decrypt(row.secrets_sealed, secretsAad(row.organization_id, row.id)),
+  ) as Partial<SourceSecrets>;
+  return { env: opened.env ?? {}, credentials: opened.credentials ?? {} };
+}
+
+function sealSecrets(
+  deps: Pick<Deps, 'secretBox'>,
+  organizationId: string,
+  sourceId: string,
+  secrets: SourceSecrets,
+): string | null {
+  if (Object.keys(secrets.env).length === 0 && Object.keys(secrets.credentials).length === 0) return null;
+  return deps.secretBox.encrypt(JSON.stringify(secrets), secretsAad(organizationId, sourceId));
+}
+
+/** The API view of a stored source. The stored config and authConfig hold masks, never secrets. */
+export function sourceView(row: SourceRow): Source {
+  const source: Source = {
+    id: row.id,
+    organizationId: row.organization_id,
+    name: row.name,
+    slug: row.slug,
+    type: row.type,
+    config: row.config,
+    isActive: row.is_active,
+    tools: row.tools ?? [],
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+  if (row.auth_type !== null) source.authType = row.auth_type as Source['authType'];
+  if (row.auth_config !== null) source.authConfig = row.auth_config;
+  if (row.description !== null) source.description = row.description;
+  if (row.icon_url !== null) source.iconUrl = row.icon_url;
+  if (row.last_connected_at !== null) source.lastConnectedAt = row.last_connected_at.toISOString();
+  if (row.connector_toolkit !== null) source.connectorToolkit = row.connector_toolkit;
+  if (row.connector_connected !== null) source.connectorConnected = row.connector_connected;
+  return source;
+}
+
+const MASK_MISSING = `is ${SECRET_MASK}, the mask of a stored secret, but no value is stored for it; send the value`;
+
+/** A secret value of a request: the mask stands for the stored value of the same key. */
+function resolveSecret(
+  value: string,
+  previous: string | undefined,
+  path: string,
+  details: ErrorDetail[],
+): string | undefined {
+  if (value !== SECRET_MASK) return value;
+  if (previous === undefined) details.push({ path, message: MASK_MISSING });
+  return previous;
+}
+
+function protocolOf(url: string): string | undefined {
+  try {
+    return new URL(url).protocol;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The rules per type the schema cannot express. Returns the config to store (with the
+ * transport of an mcp source inferred when absent) and its env values, apart.
+ */
+function prepareConfig(
+  deps: Pick<Deps, 'config'>,
+  type: SourceType,
+  input: SourceConfigInput,
+  previousEnv: Record<string, string>,
+  details: ErrorDetail[],
+): { config: SourceConfig; env: Record<string, string> } {
+  const at = (key: string) => `/body/config/${key}`;
+  const { env: envInput, ...config } = input;
+  const urlWith = (key: 'url' | 'baseUrl', protocols: string[], what: string) => {
+    const value = config[key];
+    if (value === undefined) details.push({ path: at(key), message: `is required for ${what}` });
+    else if (!protocols.includes(protocolOf(value) ?? '')) {
+      details.push({
+        path: at(key),
+        message: `must be a ${protocols.map((p) => p.replace(':', '')).join(' or ')} URL for ${what}`,
+      });
+    }
+  };
+
+  if (type === 'mcp') {
+    let transport: McpTransport | undefined = config.transport;
+    if (transport === undefined) {
+      if (config.command !== undefined) transport = 'stdio';
+      else if (config.url !== undefined) transport = 'http';
+      else {
+        details.push({
+          path: at('transport'),
+          message: 'is required for mcp sources (or give command for stdio, url for http)',
+        });
+      }
+    }
+    if (transport !== undefined) config.transport = transport;
+    if (transport === 'stdio') {
+      if (config.command === undefined) {
+        details.push({ path: at('command'), message: 'is required for the stdio transport' });
+      } else if (!deps.config.stdioCommands.includes(config.command)) {
+        details.push({
+          path: at('command'),
+          message:
+            deps.config.stdioCommands.length === 0
+              ? 'cannot run: this service refuses stdio sources (SVC_STDIO_COMMANDS is empty)'
+              : `is not one of the commands this service lets stdio sources run (SVC_STDIO_COMMANDS): ${deps.config.stdioCommands.join(', ')}`,
+        });
+      }
+    } else if (transport === 'http') urlWith('url', ['http:', 'https:'], 'the http transport');
+    else if (transport === 'websocket') urlWith('url', ['ws:', 'wss:'], 'the websocket transport');
+  } else if (type === 'api') {
+    urlWith('baseUrl', ['http:', 'https:'], 'api sources');
+  }
+
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(envInput ?? {})) {
+    const resolved = resolveSecret(value, previousEnv[name], at(`env/${name}`), details);
+    if (resolved !== undefined) env[name] = resolved;
+  }
+  const names = Object.keys(envInput ?? {});
+  const stored: SourceConfig = { ...config };
+  if (names.length > 0) stored.env = Object.fromEntries(names.map((n) => [n, SECRET_MASK]));
+  return { config: stored, env };
+}
+
+/** Splits authConfig into what is stored (credentials masked) and the credentials themselves. */
+function prepareAuthConfig(
+  input: AuthConfigInput | null,
+  previous: SourceSecrets['credentials'],
+  details: ErrorDetail[],
+): { authConfig: AuthConfig | null; credentials: SourceSecrets['credentials'] } {
+  if (input === null) return { authConfig: null, credentials: {} };
+  const authConfig: AuthConfig = {};
+  const credentials: SourceSecrets['credentials'] = {};
+  if (input.headerName !== undefined) authConfig.headerName = input.headerName;
+  if (input.prefix !== undefined) authConfig.prefix = input.prefix;
+  if (input.provider !== undefined) authConfig.provider = input.provider;
+  for (const key of CREDENTIAL_KEYS) {
+    const value = input[key];
+    if (value === undefined) continue;
+    const resolved = resolveSecret(value, previous[key], `/body/authConfig/${key}`, details);
+    if (resolved !== undefined) {
+      credentials[key] = resolved;
+      authConfig[key] = SECRET_MASK;
+    }
+  }
+  return { authConfig, credentials };
+}
+
+function throwIfInvalid(details: ErrorDetail[]): void {
+  if (details.length > 0) throw errors.validation('The source is not valid', details);
+}
+
+export async function createSource(
+  deps: Deps,
+  organizationId: string,
+  body: SourceCreateBody,
+): Promise<Source> {
+  const details: ErrorDetail[] = [];
+  const { config, env } = prepareConfig(deps, body.type, body.config, {}, details);
+  const { authConfig, credentials } = prepareAuthConfig(body.authConfig ?? null, {}, details);
+  throwIfInvalid(details);
+
+  const id = newId();
+  const now = deps.clock.now();
+  const secretsSealed = sealSecrets(deps, organizationId, id, { env, credentials });
+  const row = await insertWithUniqueSlug({
+    explicit: body.slug,
+    base: slugify(body.name, 'source'),
+    taken: (base) => sourceSlugsLike(deps.db, organizationId, base),
+    conflict: (slug) => errors.conflict(`A source with slug '${slug}' already exists in this organization`),
+    insert: (slug) =>
+      insertSource(deps.db, {
+        id,
+        organization_id: organizationId,
+        slug,
+        type: body.type,
+        name: body.name,
+        config,
+        auth_type: body.authType ?? null,
+        auth_config: authConfig,
+        secrets_sealed: secretsSealed,
+        description: body.description ?? null,
+        icon_url: body.iconUrl ?? null,
+        is_active: false,
+        now,
+      }),
+  });
+  return sourceView(row);
+}
+
+export async function listSources(deps: Deps, organizationId: string): Promise<Source[]> {
+  return (await listSourceRows(deps.db, organizationId)).map(sourceView);
+}
+
+export async function getSource(deps: Deps, organizationId: string, id: string): Promise<Source> {
+  const row = await findSource(deps.db, organizationId, id);
+  if (!row) throw errors.notFound('Source');
+  return sourceView(row);
+}
+
+/**
+ * `config` and `authConfig` replace the stored ones whole: env names and credentials left out
+ * are removed, and a value that is exactly the mask keeps the stored value of that key.
+ */
+export async function updateSource(
+  deps: Deps,
+  organizationId: string,
+  id: string,
+  body: SourceUpdateBody,
+): Promise<Source> {
+  const row = await deps.db.transaction(async (tx) => {
+    const current = await findSource(tx, organizationId, id, { forUpdate: true });
+    if (!current) throw errors.notFound('Source');
+
+    let config = current.config;
+    let authConfig = current.auth_config;
+    let secretsSealed = current.secrets_sealed;
+    if (body.config !== undefined || body.authConfig !== undefined) {
+      const previous = openSourceSecrets(deps, current);
+      const details: ErrorDetail[] = [];
+      let env = previous.env;
+      let credentials = previous.credentials;
+      if (body.config !== undefined) {
+        ({ config, env } = prepareConfig(deps, current.type, body.config, previous.env, details));
+      }
+      if (body.authConfig !== undefined) {
+        ({ authConfig, credentials } = prepareAuthConfig(body.authConfig, previous.credentials, details));
+      }
+      throwIfInvalid(details);
+      secretsSealed = sealSecrets(deps, organizationId, id, { env, credentials });
+    }
+
+    return updateSourceRow(tx, organizationId, id, {
+      name: body.name ?? current.name,
+      config,
+      auth_type: body.authType === undefined ? current.auth_type : body.authType,
+      auth_config: authConfig,
+      secrets_sealed: secretsSealed,
+      description: body.description === undefined ? current.description : body.description,
+      is_active: body.isActive ?? current.is_active,
+      now: deps.clock.now(),
+    });
+  });
+  if (!row) throw errors.notFound('Source');
+  return sourceView(row);
+}
+
+/** Deletes the source; tasks it was attached to lose it (their other sources stay). */
+export async function deleteSource(deps: Deps, organizationId: string, id: string): Promise<void> {
+  if (!(await deleteSourceRow(deps.db, organizationId, id))) throw errors.notFound('Source');
+}
+
+/** Connection tests arrive with the run engine; until then an existing source answers 501. */
+export async function testSource(deps: Deps, organizationId: string, id: string): Promise<never> {
+  if (!(await findSource(deps.db, organizationId, id))) throw errors.notFound('Source');
+  throw errors.notImplemented(
+    'Testing a source connection is not available yet: it arrives with the run engine',
+  );
+}

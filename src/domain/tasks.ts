@@ -1,0 +1,289 @@
+import type { Queryable } from '../db/db.ts';
+import { findOrganization } from '../db/sql/organizations.ts';
+import { insertRun } from '../db/sql/runs.ts';
+import {
+  countActiveTasks,
+  deleteTask,
+  findTask,
+  hasRunInFlight,
+  insertTask,
+  listTasks,
+  lockOrganizationRow,
+  lockTask,
+  ownedIds,
+  replaceTaskDestinations,
+  replaceTaskSkills,
+  replaceTaskSources,
+  type TaskFields,
+  type TaskWithLinks,
+  updateTask,
+} from '../db/sql/tasks.ts';
+import { AppError, type ErrorDetail, errors } from '../lib/errors.ts';
+import { newId } from '../lib/ids.ts';
+import {
+  checkCronExpression,
+  firstSlot,
+  isValidTimezone,
+  type ScheduleSpec,
+  type Weekday,
+  weekdayAt,
+} from '../scheduler/slots.ts';
+import type { Task, TaskCreateBody, TaskUpdateBody } from '../schemas/task.ts';
+import type { Deps } from './deps.ts';
+import { checkDestination } from './destinations.ts';
+import { effectiveLimits } from './plans.ts';
+import { runView } from './runs.ts';
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+export function taskView(row: TaskWithLinks): Task {
+  const task: Task = {
+    id: row.id,
+    organizationId: row.organization_id,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+    name: row.name,
+    prompt: row.prompt,
+    model: row.model,
+    schedule: row.schedule,
+    status: row.status,
+    timezone: row.timezone,
+    nextRunAt: iso(row.next_run_at),
+    lastRunAt: iso(row.latest_run_at ?? row.last_run_at),
+    skillIds: row.skill_ids,
+    sourceIds: row.source_ids,
+    destinations: row.destinations.map((d) => ({
+      id: d.id,
+      type: d.type,
+      value: d.value,
+      ...(d.label !== null && { label: d.label }),
+    })),
+  };
+  if (row.cron_expression !== null) task.cronExpression = row.cron_expression;
+  if (row.schedule_time !== null) task.scheduleTime = row.schedule_time;
+  if (row.schedule_days !== null) task.scheduleDays = row.schedule_days as Weekday[];
+  if (row.delivery_email !== null) task.deliveryEmail = row.delivery_email;
+  if (row.delivery_email_address !== null) task.deliveryEmailAddress = row.delivery_email_address;
+  if (row.delivery_sms !== null) task.deliverySms = row.delivery_sms;
+  if (row.delivery_phone_number !== null) task.deliveryPhoneNumber = row.delivery_phone_number;
+  if (row.user_id !== null) task.userId = row.user_id;
+  return task;
+}
+
+/** A weekly task without days runs on the weekday it was set up, in its timezone: stored, so it stays put. */
+function pinWeekday(f: TaskFields, now: Date): void {
+  if (f.schedule === 'weekly' && !f.cron_expression && !f.schedule_days?.length) {
+    f.schedule_days = [weekdayAt(now, f.timezone)];
+  }
+}
+
+function specOf(f: TaskFields): ScheduleSpec {
+  return {
+    schedule: f.schedule,
+    scheduleTime: f.schedule_time,
+    scheduleDays: f.schedule_days as Weekday[] | null,
+    cronExpression: f.cron_expression,
+    timezone: f.timezone,
+  };
+}
+
+/** Rules the schema cannot express; every problem is reported, each with its field. */
+function checkRules(
+  deps: Pick<Deps, 'models'>,
+  f: TaskFields,
+  destinations: TaskCreateBody['destinations'],
+): void {
+  const details: ErrorDetail[] = [];
+  if (!isValidTimezone(f.timezone))
+    details.push({ path: '/body/timezone', message: 'is not an IANA timezone name' });
+  if (f.cron_expression !== null) {
+    const cron = checkCronExpression(f.cron_expression);
+    if (!cron.ok) details.push({ path: '/body/cronExpression', message: cron.message });
+  }
+  if (!deps.models.find(f.model)) {
+    details.push({
+      path: '/body/model',
+      message: `"${f.model}" is not a model of the catalog (GET /api/svc/models)`,
+    });
+  }
+  if (f.delivery_email && !f.delivery_email_address) {
+    details.push({ path: '/body/deliveryEmailAddress', message: 'is required when deliveryEmail is true' });
+  }
+  if (f.delivery_sms && !f.delivery_phone_number) {
+    details.push({ path: '/body/deliveryPhoneNumber', message: 'is required when deliverySms is true' });
+  }
+  for (const [i, d] of (destinations ?? []).entries()) {
+    const problem = checkDestination(d.type, d.value);
+    if (problem) details.push({ path: `/body/destinations/${i}/value`, message: problem });
+  }
+  if (details.length) throw errors.validation(`${details[0]?.path} ${details[0]?.message}`, details);
+}
+
+async function checkOwnership(
+  db: Queryable,
+  organizationId: string,
+  skillIds?: string[],
+  sourceIds?: string[],
+) {
+  const details: ErrorDetail[] = [];
+  for (const [table, ids, field] of [
+    ['skills', skillIds, 'skillIds'],
+    ['sources', sourceIds, 'sourceIds'],
+  ] as const) {
+    if (!ids?.length) continue;
+    const owned = await ownedIds(db, table, organizationId, ids);
+    ids.forEach((id, i) => {
+      if (!owned.has(id))
+        details.push({
+          path: `/body/${field}/${i}`,
+          message: `no ${table.slice(0, -1)} ${id} in this organization`,
+        });
+    });
+  }
+  if (details.length) throw errors.validation(`${details[0]?.path}: ${details[0]?.message}`, details);
+}
+
+async function checkTasksLimit(tx: Queryable, organizationId: string): Promise<void> {
+  await lockOrganizationRow(tx, organizationId);
+  const org = await findOrganization(tx, organizationId);
+  if (!org) throw errors.notFound('Organization');
+  const { tasksLimit } = effectiveLimits(org.plan, org.limit_overrides);
+  if ((await countActiveTasks(tx, organizationId)) >= tasksLimit) {
+    throw errors.planLimit(
+      `The ${org.plan} plan allows ${tasksLimit} active tasks; pause or delete one, or upgrade the plan`,
+    );
+  }
+}
+
+const destinationRows = (list: TaskCreateBody['destinations']) =>
+  (list ?? []).map((d) => ({ id: newId(), type: d.type, value: d.value, label: d.label ?? null }));
+
+export async function createTask(deps: Deps, organizationId: string, body: TaskCreateBody): Promise<Task> {
+  const now = deps.clock.now();
+  const fields: TaskFields = {
+    name: body.name,
+    prompt: body.prompt,
+    model: body.model ?? deps.models.defaultModel.routerModelId,
+    schedule: body.schedule ?? 'once',
+    status: 'active',
+    cron_expression: body.cronExpression ?? null,
+    schedule_time: body.scheduleTime ?? null,
+    schedule_days: body.scheduleDays ?? null,
+    timezone: body.timezone ?? 'UTC',
+    delivery_email: body.deliveryEmail ?? null,
+    delivery_email_address: body.deliveryEmailAddress ?? null,
+    delivery_sms: body.deliverySms ?? null,
+    delivery_phone_number: body.deliveryPhoneNumber ?? null,
+    user_id: null,
+    next_run_at: null,
+    updated_at: now,
+  };
+  checkRules(deps, fields, body.destinations);
+  pinWeekday(fields, now);
+  fields.next_run_at = firstSlot(specOf(fields), now);
+  const id = newId();
+  await deps.db.transaction(async (tx) => {
+    await checkTasksLimit(tx, organizationId);
+    await checkOwnership(tx, organizationId, body.skillIds, body.sourceIds);
+    await insertTask(tx, { id, organizationId, createdAt: now, ...fields });
+    await replaceTaskSkills(tx, id, body.skillIds ?? []);
+    await replaceTaskSources(tx, id, body.sourceIds ?? []);
+    await replaceTaskDestinations(tx, id, destinationRows(body.destinations), now);
+  });
+  return getTask(deps, organizationId, id);
+}
+
+export async function getTask(deps: Pick<Deps, 'db'>, organizationId: string, id: string): Promise<Task> {
+  const row = await findTask(deps.db, organizationId, id);
+  if (!row) throw errors.notFound('Task');
+  return taskView(row);
+}
+
+export async function listOrganizationTasks(deps: Pick<Deps, 'db'>, organizationId: string): Promise<Task[]> {
+  return (await listTasks(deps.db, organizationId)).map(taskView);
+}
+
+const SCHEDULE_FIELDS = [
+  'schedule',
+  'schedule_time',
+  'schedule_days',
+  'cron_expression',
+  'timezone',
+] as const;
+
+export async function updateTaskOf(
+  deps: Deps,
+  organizationId: string,
+  id: string,
+  patch: TaskUpdateBody,
+): Promise<Task> {
+  const now = deps.clock.now();
+  await deps.db.transaction(async (tx) => {
+    if (!(await lockTask(tx, organizationId, id))) throw errors.notFound('Task');
+    const current = await findTask(tx, organizationId, id);
+    if (!current) throw errors.notFound('Task');
+    const next: TaskFields = {
+      name: patch.name ?? current.name,
+      prompt: patch.prompt ?? current.prompt,
+      model: patch.model ?? current.model,
+      schedule: patch.schedule ?? current.schedule,
+      status: patch.status ?? current.status,
+      cron_expression: patch.cronExpression !== undefined ? patch.cronExpression : current.cron_expression,
+      schedule_time: patch.scheduleTime !== undefined ? patch.scheduleTime : current.schedule_time,
+      schedule_days: patch.scheduleDays !== undefined ? patch.scheduleDays : current.schedule_days,
+      timezone: patch.timezone ?? current.timezone,
+      delivery_email: patch.deliveryEmail ?? current.delivery_email,
+      delivery_email_address:
+        patch.deliveryEmailAddress !== undefined
+          ? patch.deliveryEmailAddress
+          : current.delivery_email_address,
+      delivery_sms: patch.deliverySms ?? current.delivery_sms,
+      delivery_phone_number:
+        patch.deliveryPhoneNumber !== undefined ? patch.deliveryPhoneNumber : current.delivery_phone_number,
+      user_id: current.user_id,
+      next_run_at: current.next_run_at,
+      updated_at: now,
+    };
+    checkRules(deps, next, patch.destinations);
+    pinWeekday(next, now);
+
+    // nextRunAt: only active tasks have one. Resuming, or changing when the task runs,
+    // computes it afresh from now (paused time is not caught up).
+    const resumed = next.status === 'active' && current.status !== 'active';
+    const rescheduled = SCHEDULE_FIELDS.some((k) => JSON.stringify(next[k]) !== JSON.stringify(current[k]));
+    if (next.status !== 'active') next.next_run_at = null;
+    else if (resumed || rescheduled) next.next_run_at = firstSlot(specOf(next), now);
+    if (resumed) await checkTasksLimit(tx, organizationId);
+
+    await checkOwnership(tx, organizationId, patch.skillIds, patch.sourceIds);
+    await updateTask(tx, organizationId, id, next);
+    if (patch.skillIds) await replaceTaskSkills(tx, id, patch.skillIds);
+    if (patch.sourceIds) await replaceTaskSources(tx, id, patch.sourceIds);
+    if (patch.destinations) await replaceTaskDestinations(tx, id, destinationRows(patch.destinations), now);
+  });
+  return getTask(deps, organizationId, id);
+}
+
+export async function deleteTaskOf(
+  deps: Pick<Deps, 'db'>,
+  organizationId: string,
+  id: string,
+): Promise<void> {
+  if (!(await deleteTask(deps.db, organizationId, id))) throw errors.notFound('Task');
+}
+
+/**
+ * An on-demand run: a pending run that the worker executes like a scheduled one. One at a time
+ * per task: while a run of the task is pending or running, another answers 409.
+ */
+export async function runTaskNow(deps: Deps, organizationId: string, id: string) {
+  const now = deps.clock.now();
+  const row = await deps.db.transaction(async (tx) => {
+    if (!(await lockTask(tx, organizationId, id))) throw errors.notFound('Task');
+    if (await hasRunInFlight(tx, id)) {
+      throw new AppError('conflict', 'A run of this task is already pending or running');
+    }
+    return insertRun(tx, { id: newId(), organizationId, taskId: id, slotAt: null, trigger: 'manual', now });
+  });
+  return runView(row);
+}

@@ -1,0 +1,316 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { ManualClock } from '../src/lib/clock.ts';
+import { startTestService, type TestService } from './helpers/service.ts';
+
+describe('tasks', () => {
+  // A Sunday morning in UTC; Monday already in Pacific/Auckland.
+  const clock = new ManualClock('2027-03-07T20:30:00Z');
+  let svc: TestService;
+  let org: { organizationId: string; apiKey: string };
+  let other: { organizationId: string; apiKey: string };
+  const base = () => ({
+    organizationId: org.organizationId,
+    name: 'Morning brief',
+    prompt: 'Summarise the news',
+  });
+  const create = (body: Record<string, unknown>, key = org.apiKey) =>
+    svc.call({ method: 'POST', url: '/api/svc/tasks', key, body });
+
+  before(async () => {
+    svc = await startTestService({ clock });
+    org = await svc.createOrg('paid');
+    other = await svc.createOrg('paid');
+  });
+  after(() => svc.close());
+
+  test('a task created with only the required fields gets the documented defaults', async () => {
+    const res = await create(base());
+    assert.equal(res.status, 201, res.raw);
+    const t = res.body;
+    assert.equal(t.schedule, 'once');
+    assert.equal(t.status, 'active');
+    assert.equal(t.timezone, 'UTC');
+    assert.equal(t.organizationId, org.organizationId);
+    assert.equal(typeof t.model, 'string');
+    assert.equal(t.nextRunAt, '2027-03-07T20:30:00.000Z', 'once without a time runs as soon as possible');
+    assert.equal(t.lastRunAt, null);
+    assert.deepEqual(t.skillIds, []);
+    assert.deepEqual(t.destinations, []);
+    const models = await svc.call({ method: 'GET', url: '/api/svc/models', key: org.apiKey });
+    const def = models.body.find((m: { routerModelId: string }) => m.routerModelId === t.model);
+    assert.ok(def, 'the default model is a catalog model');
+  });
+
+  test('nextRunAt is computed in the task timezone for daily, weekly, hourly and cron schedules', async () => {
+    const cases: [Record<string, unknown>, string][] = [
+      [{ schedule: 'daily' }, '2027-03-08T09:00:00.000Z'],
+      [{ schedule: 'daily', scheduleTime: '21:15' }, '2027-03-07T21:15:00.000Z'],
+      [{ schedule: 'hourly' }, '2027-03-07T21:00:00.000Z'],
+      [
+        { schedule: 'daily', scheduleTime: '08:00', timezone: 'America/New_York' },
+        '2027-03-08T13:00:00.000Z',
+      ],
+      [
+        { schedule: 'weekly', scheduleDays: ['wednesday'], scheduleTime: '07:30', timezone: 'Europe/Berlin' },
+        '2027-03-10T06:30:00.000Z',
+      ],
+      [
+        { schedule: 'daily', cronExpression: '0 12 * * 1-5', timezone: 'Asia/Tokyo' },
+        '2027-03-08T03:00:00.000Z',
+      ],
+    ];
+    for (const [extra, expected] of cases) {
+      const res = await create({ ...base(), ...extra });
+      assert.equal(res.status, 201, res.raw);
+      assert.equal(res.body.nextRunAt, expected, JSON.stringify(extra));
+    }
+  });
+
+  test('every constraint answers 400 naming the field', async () => {
+    const bad: [Record<string, unknown>, string][] = [
+      [{ name: '' }, '/body/name'],
+      [{ name: 'x'.repeat(256) }, '/body/name'],
+      [{ prompt: '' }, '/body/prompt'],
+      [{ name: 7 }, '/body/name'],
+      [{ schedule: 'monthly' }, '/body/schedule'],
+      [{ scheduleTime: '24:00' }, '/body/scheduleTime'],
+      [{ scheduleTime: '9:00' }, '/body/scheduleTime'],
+      [{ scheduleDays: ['funday'] }, '/body/scheduleDays/0'],
+      [{ timezone: 'Mars/Olympus' }, '/body/timezone'],
+      [{ cronExpression: '61 * * * *' }, '/body/cronExpression'],
+      [{ cronExpression: '0 0 * * * *' }, '/body/cronExpression'],
+      [{ model: 'no-such-model' }, '/body/model'],
+      [{ deliveryEmailAddress: 'not-an-email' }, '/body/deliveryEmailAddress'],
+      [{ deliveryPhoneNumber: '0800 123' }, '/body/deliveryPhoneNumber'],
+      [{ deliveryEmail: true }, '/body/deliveryEmailAddress'],
+      [{ destinations: [{ type: 'pigeon', value: 'x' }] }, '/body/destinations/0/type'],
+      [{ destinations: [{ type: 'webhook', value: 'ftp://example.com' }] }, '/body/destinations/0/value'],
+      [{ destinations: [{ type: 'sms', value: '12345' }] }, '/body/destinations/0/value'],
+      [{ skillIds: ['not-a-uuid'] }, '/body/skillIds/0'],
+      [{ status: 'paused' }, '/body/status'],
+      [{ id: '00000000-0000-4000-8000-000000000000' }, '/body/id'],
+    ];
+    for (const [patch, path] of bad) {
+      const res = await create({ ...base(), ...patch });
+      assert.equal(res.status, 400, `${JSON.stringify(patch)} → ${res.raw}`);
+      assert.equal(res.body.error.code, 'validation_error');
+      const paths = res.body.error.details.map((d: { path: string }) => d.path);
+      assert.ok(paths.includes(path), `${JSON.stringify(patch)}: ${paths.join(', ')}`);
+    }
+    const missing = await svc.call({
+      method: 'POST',
+      url: '/api/svc/tasks',
+      key: org.apiKey,
+      body: { organizationId: org.organizationId },
+    });
+    const paths = missing.body.error.details.map((d: { path: string }) => d.path).sort();
+    assert.deepEqual(paths, ['/body/name', '/body/prompt']);
+  });
+
+  test('an organizationId in the body that is not the key\u2019s organization is a 401', async () => {
+    const res = await create({ ...base(), organizationId: other.organizationId });
+    assert.equal(res.status, 401);
+  });
+
+  test('get, list, patch and delete a task; editing schedule fields recomputes nextRunAt', async () => {
+    clock.advance(1000); // newer than the tasks made above, which share one frozen instant
+    const created = (await create({ ...base(), schedule: 'daily', scheduleTime: '06:00' })).body;
+    const url = `/api/svc/tasks/${created.id}`;
+    assert.deepEqual((await svc.call({ method: 'GET', url, key: org.apiKey })).body, created);
+    const list = await svc.call({
+      method: 'GET',
+      url: `/api/svc/tasks?organizationId=${org.organizationId}`,
+      key: org.apiKey,
+    });
+    assert.equal(list.body[0].id, created.id, 'newest first');
+
+    const moved = await svc.call({
+      method: 'PATCH',
+      url,
+      key: org.apiKey,
+      body: { scheduleTime: '22:00', name: 'Evening brief' },
+    });
+    assert.equal(moved.status, 200, moved.raw);
+    assert.equal(moved.body.name, 'Evening brief');
+    assert.equal(moved.body.nextRunAt, '2027-03-07T22:00:00.000Z');
+
+    const renamed = await svc.call({
+      method: 'PATCH',
+      url,
+      key: org.apiKey,
+      body: { prompt: 'Other prompt' },
+    });
+    assert.equal(renamed.body.nextRunAt, '2027-03-07T22:00:00.000Z', 'a non-schedule edit keeps nextRunAt');
+
+    assert.equal((await svc.call({ method: 'DELETE', url, key: org.apiKey })).status, 204);
+    assert.equal((await svc.call({ method: 'GET', url, key: org.apiKey })).status, 404);
+    clock.set('2027-03-07T20:30:00Z');
+  });
+
+  test('expand=skills,sources returns the attached objects in order, and only own ones can be attached', async () => {
+    const skill = await svc.call({
+      method: 'POST',
+      url: '/api/svc/skills',
+      key: org.apiKey,
+      body: { organizationId: org.organizationId, name: 'Tone', content: 'Be brief.' },
+    });
+    assert.equal(skill.status, 201, skill.raw);
+    const source = await svc.call({
+      method: 'POST',
+      url: '/api/svc/sources',
+      key: org.apiKey,
+      body: { organizationId: org.organizationId, name: 'Clock', type: 'local', config: {} },
+    });
+    assert.equal(source.status, 201, source.raw);
+    const t = (await create({ ...base(), skillIds: [skill.body.id], sourceIds: [source.body.id] })).body;
+    assert.deepEqual(t.skillIds, [skill.body.id]);
+    const plain = await svc.call({ method: 'GET', url: `/api/svc/tasks/${t.id}`, key: org.apiKey });
+    assert.equal(plain.body.skills, undefined);
+    const expanded = await svc.call({
+      method: 'GET',
+      url: `/api/svc/tasks/${t.id}?expand=skills,sources`,
+      key: org.apiKey,
+    });
+    assert.equal(expanded.body.skills[0].name, 'Tone');
+    assert.equal(expanded.body.sources[0].name, 'Clock');
+
+    const theirSkill = await svc.call({
+      method: 'POST',
+      url: '/api/svc/skills',
+      key: other.apiKey,
+      body: { organizationId: other.organizationId, name: 'Theirs', content: 'x' },
+    });
+    const steal = await svc.call({
+      method: 'PATCH',
+      url: `/api/svc/tasks/${t.id}`,
+      key: org.apiKey,
+      body: { skillIds: [theirSkill.body.id] },
+    });
+    assert.equal(steal.status, 400);
+    assert.equal(steal.body.error.details[0].path, '/body/skillIds/0');
+    const unchanged = await svc.call({ method: 'GET', url: `/api/svc/tasks/${t.id}`, key: org.apiKey });
+    assert.deepEqual(unchanged.body.skillIds, [skill.body.id]);
+  });
+
+  test('pausing clears nextRunAt and resuming computes it from now', async () => {
+    const t = (await create({ ...base(), schedule: 'hourly' })).body;
+    const url = `/api/svc/tasks/${t.id}`;
+    const paused = await svc.call({ method: 'PATCH', url, key: org.apiKey, body: { status: 'paused' } });
+    assert.equal(paused.body.status, 'paused');
+    assert.equal(paused.body.nextRunAt, null);
+    clock.advance(3 * 3600_000);
+    const resumed = await svc.call({ method: 'PATCH', url, key: org.apiKey, body: { status: 'active' } });
+    assert.equal(resumed.body.nextRunAt, '2027-03-08T00:00:00.000Z');
+    clock.set('2027-03-07T20:30:00Z');
+  });
+
+  test('another organization\u2019s task answers 404 on every verb and stays unchanged', async () => {
+    const theirs = (await create({ ...base(), organizationId: other.organizationId }, other.apiKey)).body;
+    const url = `/api/svc/tasks/${theirs.id}`;
+    for (const [method, extra, body] of [
+      ['GET', '', undefined],
+      ['PATCH', '', { name: 'stolen' }],
+      ['DELETE', '', undefined],
+      ['POST', '/run', undefined],
+      ['GET', '/runs', undefined],
+      ['GET', '/destinations', undefined],
+      ['POST', '/destinations', { type: 'email', value: 'a@example.com' }],
+    ] as const) {
+      const res = await svc.call({ method, url: url + extra, key: org.apiKey, ...(body && { body }) });
+      assert.equal(res.status, 404, `${method} ${extra}: ${res.raw}`);
+    }
+    const list = await svc.call({
+      method: 'GET',
+      url: `/api/svc/tasks?organizationId=${org.organizationId}`,
+      key: org.apiKey,
+    });
+    assert.ok(!list.body.some((x: { id: string }) => x.id === theirs.id));
+    const still = await svc.call({ method: 'GET', url, key: other.apiKey });
+    assert.deepEqual(still.body, theirs);
+  });
+
+  test('destinations are managed per task and keep their ids', async () => {
+    const t = (
+      await create({ ...base(), destinations: [{ type: 'email', value: 'ops@example.com', label: 'Ops' }] })
+    ).body;
+    assert.equal(t.destinations.length, 1);
+    assert.ok(t.destinations[0].id);
+    const url = `/api/svc/tasks/${t.id}/destinations`;
+    const added = await svc.call({
+      method: 'POST',
+      url,
+      key: org.apiKey,
+      body: { type: 'webhook', value: 'https://example.com/hook' },
+    });
+    assert.equal(added.status, 201, added.raw);
+    const changed = await svc.call({
+      method: 'PATCH',
+      url: `${url}/${added.body.id}`,
+      key: org.apiKey,
+      body: { label: 'Hook' },
+    });
+    assert.equal(changed.body.label, 'Hook');
+    const bad = await svc.call({
+      method: 'PATCH',
+      url: `${url}/${added.body.id}`,
+      key: org.apiKey,
+      body: { type: 'sms' },
+    });
+    assert.equal(bad.status, 400, 'a URL is not a phone number');
+    const list = await svc.call({ method: 'GET', url, key: org.apiKey });
+    assert.deepEqual(
+      list.body.map((d: { type: string }) => d.type),
+      ['email', 'webhook'],
+    );
+    assert.equal(
+      (await svc.call({ method: 'DELETE', url: `${url}/${added.body.id}`, key: org.apiKey })).status,
+      204,
+    );
+    const task = await svc.call({ method: 'GET', url: `/api/svc/tasks/${t.id}`, key: org.apiKey });
+    assert.equal(task.body.destinations.length, 1);
+  });
+
+  test('run now answers 202 with a pending run, once at a time, and lastRunAt follows it', async () => {
+    const t = (await create({ ...base(), schedule: 'daily' })).body;
+    const res = await svc.call({ method: 'POST', url: `/api/svc/tasks/${t.id}/run`, key: org.apiKey });
+    assert.equal(res.status, 202, res.raw);
+    assert.equal(res.body.status, 'pending');
+    assert.equal(res.body.taskId, t.id);
+    const again = await svc.call({ method: 'POST', url: `/api/svc/tasks/${t.id}/run`, key: org.apiKey });
+    assert.equal(again.status, 409);
+    const task = await svc.call({ method: 'GET', url: `/api/svc/tasks/${t.id}`, key: org.apiKey });
+    assert.equal(task.body.lastRunAt, res.body.createdAt);
+  });
+
+  test('creating an active task beyond tasksLimit answers 403 plan_limit_exceeded', async () => {
+    const small = await svc.createOrg('free');
+    const mk = () =>
+      svc.call({
+        method: 'POST',
+        url: '/api/svc/tasks',
+        key: small.apiKey,
+        body: { organizationId: small.organizationId, name: 'n', prompt: 'p', schedule: 'daily' },
+      });
+    const made = [];
+    for (let i = 0; i < 5; i++) made.push((await mk()).body);
+    const over = await mk();
+    assert.equal(over.status, 403);
+    assert.equal(over.body.error.code, 'plan_limit_exceeded');
+    // Pausing one frees a place; resuming it while full is refused too.
+    await svc.call({
+      method: 'PATCH',
+      url: `/api/svc/tasks/${made[0].id}`,
+      key: small.apiKey,
+      body: { status: 'paused' },
+    });
+    assert.equal((await mk()).status, 201);
+    const resume = await svc.call({
+      method: 'PATCH',
+      url: `/api/svc/tasks/${made[0].id}`,
+      key: small.apiKey,
+      body: { status: 'active' },
+    });
+    assert.equal(resume.status, 403);
+  });
+});
