@@ -1,19 +1,12 @@
 import { type Static, Type } from 'typebox';
+import { WEEKDAYS } from '../scheduler/slots.ts';
 import { DateTime, Nullable, StringEnum, Uuid } from './common.ts';
 import { Skill } from './skill.ts';
 import { Source } from './source.ts';
 
 export const SCHEDULES = ['once', 'hourly', 'daily', 'weekly'] as const;
 export const TASK_STATUSES = ['active', 'paused', 'completed'] as const;
-export const WEEKDAY_NAMES = [
-  'monday',
-  'tuesday',
-  'wednesday',
-  'thursday',
-  'friday',
-  'saturday',
-  'sunday',
-] as const;
+export { WEEKDAYS as WEEKDAY_NAMES } from '../scheduler/slots.ts';
 export const DESTINATION_TYPES = ['email', 'sms', 'webhook'] as const;
 
 /** E.164: a plus, a non-zero country digit, up to 15 digits in all. */
@@ -26,7 +19,7 @@ const Timezone = Type.String({ minLength: 1, maxLength: 64, description: 'IANA t
 const Cron = Type.String({ minLength: 9, maxLength: 200, description: '5-field cron expression' });
 const Email = Type.String({ format: 'email', maxLength: 320 });
 const Phone = Type.String({ pattern: E164_PATTERN, description: 'E.164 phone number, e.g. +14155550123' });
-const Days = Type.Array(StringEnum(WEEKDAY_NAMES), { uniqueItems: true, maxItems: 7 });
+const Days = Type.Array(StringEnum(WEEKDAYS), { uniqueItems: true, maxItems: 7 });
 const IdList = Type.Array(Uuid, { uniqueItems: true, maxItems: 50 });
 
 export const DestinationInput = Type.Object(
