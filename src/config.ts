@@ -42,6 +42,24 @@ export interface Config {
   createDemoOrg: boolean;
   /** An operator's model catalog (JSON) replacing the shipped one; undefined = the shipped catalog. */
   modelsFile: string | undefined;
+  scheduler: {
+    /** A missed slot older than this is skipped; the most recent one inside it gets one late run. */
+    catchUpWindowMs: number;
+  };
+  worker: {
+    /** Runs one worker process executes at once. */
+    concurrency: number;
+    /** Runs one organization may have running at once, across all workers. */
+    orgConcurrency: number;
+    /** How long a claimed run stays a worker's without a heartbeat. */
+    leaseMs: number;
+    /** Starts of one run (takeovers after a lost lease included) before it is failed. */
+    maxAttempts: number;
+    /** A run still executing after this is failed. */
+    runTimeoutMs: number;
+  };
+  /** On SIGTERM, how long in-flight requests and runs may take before they are cut off. */
+  shutdownGraceMs: number;
 }
 
 export class ConfigError extends Error {
@@ -168,5 +186,16 @@ export function loadConfig(env: Env): Config {
     trustProxyHops: int(env, 'SVC_TRUST_PROXY_HOPS', 0, 0, 10),
     createDemoOrg: bool(env, 'SVC_CREATE_DEMO_ORG', true),
     modelsFile: str(env, 'SVC_MODELS_FILE'),
+    scheduler: {
+      catchUpWindowMs: int(env, 'SVC_CATCHUP_WINDOW_SECONDS', 3600, 0, 7 * 86_400) * 1000,
+    },
+    worker: {
+      concurrency: int(env, 'SVC_WORKER_CONCURRENCY', 4, 1, 256),
+      orgConcurrency: int(env, 'SVC_ORG_CONCURRENCY', 2, 1, 256),
+      leaseMs: int(env, 'SVC_RUN_LEASE_SECONDS', 30, 1, 3600) * 1000,
+      maxAttempts: int(env, 'SVC_RUN_MAX_ATTEMPTS', 3, 1, 20),
+      runTimeoutMs: int(env, 'SVC_RUN_TIMEOUT_SECONDS', 600, 1, 86_400) * 1000,
+    },
+    shutdownGraceMs: int(env, 'SVC_SHUTDOWN_GRACE_SECONDS', 30, 0, 3600) * 1000,
   };
 }

@@ -1,7 +1,8 @@
 import type { Config } from './config.ts';
 import { type DemoOrganization, startService } from './service.ts';
 
-const SHUTDOWN_GRACE_MS = 30_000;
+/** Beyond the grace period, time to give unfinished runs back and close the database. */
+const SHUTDOWN_MARGIN_MS = 10_000;
 
 function demoBanner(demo: DemoOrganization, baseUrl: string): string {
   return [
@@ -33,7 +34,7 @@ export async function runServer(config: Config): Promise<void> {
     const force = setTimeout(() => {
       service.deps.log.error('shutdown grace period over; exiting');
       process.exit(1);
-    }, SHUTDOWN_GRACE_MS).unref();
+    }, config.shutdownGraceMs + SHUTDOWN_MARGIN_MS).unref();
     service.stop().then(
       () => {
         clearTimeout(force);

@@ -14,6 +14,10 @@ import { type Clock, systemClock } from './lib/clock.ts';
 import { createLogger, type Logger } from './lib/logger.ts';
 import { createMetrics } from './lib/metrics.ts';
 import { SecretBox } from './lib/secret-box.ts';
+import type { RunExecutor } from './runner/executor.ts';
+import { modelExecutor } from './runner/model-executor.ts';
+import { DueTaskClaimer } from './scheduler/claimer.ts';
+import { RunWorker } from './worker/worker.ts';
 
 export interface DemoOrganization {
   organizationId: string;
@@ -28,6 +32,10 @@ export interface Service {
   url: string | undefined;
   /** Set when this start created the demo organization. */
   demo: DemoOrganization | undefined;
+  /** The due-task claimer when the scheduler role runs here. */
+  scheduler: DueTaskClaimer | undefined;
+  /** The run worker when the worker role runs here. */
+  worker: RunWorker | undefined;
   /** Stops taking work, lets in-flight requests finish, closes the database. */
   stop(): Promise<void>;
 }
@@ -39,6 +47,13 @@ export interface StartOptions {
   listen?: boolean;
   /** An already opened database (tests); it is closed by stop(). */
   db?: Db;
+  /** What executes runs (default: the model executor). */
+  executor?: RunExecutor;
+  /**
+   * Start the scheduler and worker loops of the roles this process has (default true). Tests
+   * that drive them step by step (scheduler.tick()) pass false: the objects exist, idle.
+   */
+  startLoops?: boolean;
 }
 
 const MAINTENANCE_INTERVAL_MS = 60_000;
@@ -59,6 +74,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     options.db ?? (await openDb(config, (err) => log.warn({ err: err.message }, 'database connection lost')));
   const timers: NodeJS.Timeout[] = [];
   let app: App | undefined;
+  let loops: { scheduler?: DueTaskClaimer | undefined; worker?: RunWorker | undefined } = {};
   try {
     const applied = await migrate(db);
     if (applied.length) log.info({ applied }, 'migrations applied');
@@ -69,10 +85,15 @@ export async function startService(config: Config, options: StartOptions = {}): 
     const created = config.createDemoOrg ? await createDemoOrganizationIfEmpty(deps) : undefined;
     const demo = created && { organizationId: created.organization.id, apiKey: created.apiKey };
 
-    const unavailable = [...config.roles].filter((r) => r !== 'api');
-    if (unavailable.length) {
-      log.warn({ roles: unavailable }, 'roles not available in this version yet; they do nothing here');
+    const scheduler = config.roles.has('scheduler') ? new DueTaskClaimer(deps) : undefined;
+    const worker = config.roles.has('worker')
+      ? new RunWorker(deps, options.executor ?? modelExecutor(config, models))
+      : undefined;
+    if (options.startLoops !== false) {
+      await scheduler?.start();
+      await worker?.start();
     }
+    loops = { scheduler, worker };
     let url: string | undefined;
     if (config.roles.has('api')) {
       app = await buildApp(deps);
@@ -89,14 +110,19 @@ export async function startService(config: Config, options: StartOptions = {}): 
     const stop = () => {
       stopping ??= (async () => {
         for (const t of timers) clearInterval(t);
-        if (app) await app.close();
+        // Stop creating work first, then let requests and runs in flight finish (runs still
+        // going when the grace period ends go back to the queue), then close the database.
+        await scheduler?.stop();
+        await Promise.all([app?.close(), worker?.stop(config.shutdownGraceMs)]);
         await db.close();
       })();
       return stopping;
     };
-    return { deps, app, url, demo, stop };
+    return { deps, app, url, demo, scheduler, worker, stop };
   } catch (err) {
     for (const t of timers) clearInterval(t);
+    await loops.scheduler?.stop().catch(() => undefined);
+    await loops.worker?.stop(0).catch(() => undefined);
     await app?.close().catch(() => undefined);
     await db.close().catch(() => undefined);
     throw err;

@@ -15,6 +15,12 @@ export interface Db extends Queryable {
   readonly backend: BackendProfile;
   /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * Calls `onNotify` for every NOTIFY on `channel` (from any process sharing the database) and
+   * once more after a lost listening connection comes back, since notifications sent while it
+   * was down are gone. Resolves to the function that stops listening.
+   */
+  listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 

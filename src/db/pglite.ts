@@ -51,6 +51,12 @@ export function pgliteDb(pg: PGlite, onClose: () => void = () => undefined): Db 
     query: base.query,
     exec: base.exec,
     transaction: (fn) => pg.transaction((tx) => fn(wrap(tx))),
+    async listen(channel, onNotify) {
+      const unlisten = await pg.listen(channel, onNotify);
+      return async () => {
+        if (!pg.closed) await unlisten();
+      };
+    },
     async close() {
       await pg.close();
       onClose();

@@ -53,6 +53,69 @@ export async function openPostgres(
         client.release();
       }
     },
+    listen: (channel, onNotify) => listenWithReconnect(url, channel, onNotify, onError),
     close: () => pool.end(),
+  };
+}
+
+const RECONNECT_DELAY_MS = 1000;
+
+/**
+ * LISTEN needs a connection of its own (a pooled one would be handed to other queries). When it
+ * drops, it is reopened after a pause and `onNotify('')` is called, because notifications sent
+ * in between were lost and the listener must look for work itself.
+ */
+async function listenWithReconnect(
+  url: string,
+  channel: string,
+  onNotify: (payload: string) => void,
+  onError: (err: Error) => void,
+): Promise<() => Promise<void>> {
+  if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`invalid channel name: ${channel}`);
+  let client: pg.Client | undefined;
+  let stopped = false;
+  let retry: NodeJS.Timeout | undefined;
+
+  const connect = async (): Promise<void> => {
+    const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+    c.on('notification', (msg) => {
+      if (msg.channel === channel) onNotify(msg.payload ?? '');
+    });
+    c.on('error', (err) => {
+      onError(err);
+      c.end().catch(() => undefined);
+      if (client === c) client = undefined;
+      scheduleReconnect();
+    });
+    await c.connect();
+    await c.query(`LISTEN ${channel}`);
+    if (stopped) {
+      await c.end();
+      return;
+    }
+    client = c;
+  };
+
+  const scheduleReconnect = () => {
+    if (stopped || retry) return;
+    retry = setTimeout(() => {
+      retry = undefined;
+      connect().then(
+        () => onNotify(''),
+        (err: Error) => {
+          onError(err);
+          scheduleReconnect();
+        },
+      );
+    }, RECONNECT_DELAY_MS);
+    retry.unref();
+  };
+
+  await connect();
+  return async () => {
+    stopped = true;
+    if (retry) clearTimeout(retry);
+    await client?.end().catch(() => undefined);
+    client = undefined;
   };
 }

@@ -18,16 +18,17 @@ import {
   type TaskWithLinks,
   updateTask,
 } from '../db/sql/tasks.ts';
+import { notify } from '../db/sql/time.ts';
 import { AppError, type ErrorDetail, errors } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';
 import {
   checkCronExpression,
   firstSlot,
   isValidTimezone,
-  type ScheduleSpec,
   type Weekday,
   weekdayAt,
 } from '../scheduler/slots.ts';
+import { scheduleSpecOf } from '../scheduler/task-spec.ts';
 import type { Task, TaskCreateBody, TaskUpdateBody } from '../schemas/task.ts';
 import type { Deps } from './deps.ts';
 import { checkDestination } from './destinations.ts';
@@ -75,16 +76,6 @@ function pinWeekday(f: TaskFields, now: Date): void {
   if (f.schedule === 'weekly' && !f.cron_expression && !f.schedule_days?.length) {
     f.schedule_days = [weekdayAt(now, f.timezone)];
   }
-}
-
-function specOf(f: TaskFields): ScheduleSpec {
-  return {
-    schedule: f.schedule,
-    scheduleTime: f.schedule_time,
-    scheduleDays: f.schedule_days as Weekday[] | null,
-    cronExpression: f.cron_expression,
-    timezone: f.timezone,
-  };
 }
 
 /** Rules the schema cannot express; every problem is reported, each with its field. */
@@ -180,7 +171,7 @@ export async function createTask(deps: Deps, organizationId: string, body: TaskC
   };
   checkRules(deps, fields, body.destinations);
   pinWeekday(fields, now);
-  fields.next_run_at = firstSlot(specOf(fields), now);
+  fields.next_run_at = firstSlot(scheduleSpecOf(fields), now);
   const id = newId();
   await deps.db.transaction(async (tx) => {
     await checkTasksLimit(tx, organizationId);
@@ -189,6 +180,8 @@ export async function createTask(deps: Deps, organizationId: string, body: TaskC
     await replaceTaskSkills(tx, id, body.skillIds ?? []);
     await replaceTaskSources(tx, id, body.sourceIds ?? []);
     await replaceTaskDestinations(tx, id, destinationRows(body.destinations), now);
+    // Schedulers sleep until the nearest slot they know of; this one may be nearer.
+    if (fields.next_run_at) await notify(tx, 'svc_tasks');
   });
   return getTask(deps, organizationId, id);
 }
@@ -252,7 +245,7 @@ export async function updateTaskOf(
     const resumed = next.status === 'active' && current.status !== 'active';
     const rescheduled = SCHEDULE_FIELDS.some((k) => JSON.stringify(next[k]) !== JSON.stringify(current[k]));
     if (next.status !== 'active') next.next_run_at = null;
-    else if (resumed || rescheduled) next.next_run_at = firstSlot(specOf(next), now);
+    else if (resumed || rescheduled) next.next_run_at = firstSlot(scheduleSpecOf(next), now);
     if (resumed) await checkTasksLimit(tx, organizationId);
 
     await checkOwnership(tx, organizationId, patch.skillIds, patch.sourceIds);
@@ -260,6 +253,9 @@ export async function updateTaskOf(
     if (patch.skillIds) await replaceTaskSkills(tx, id, patch.skillIds);
     if (patch.sourceIds) await replaceTaskSources(tx, id, patch.sourceIds);
     if (patch.destinations) await replaceTaskDestinations(tx, id, destinationRows(patch.destinations), now);
+    if (next.next_run_at && next.next_run_at.getTime() !== current.next_run_at?.getTime()) {
+      await notify(tx, 'svc_tasks');
+    }
   });
   return getTask(deps, organizationId, id);
 }
@@ -283,7 +279,16 @@ export async function runTaskNow(deps: Deps, organizationId: string, id: string)
     if (await hasRunInFlight(tx, id)) {
       throw new AppError('conflict', 'A run of this task is already pending or running');
     }
-    return insertRun(tx, { id: newId(), organizationId, taskId: id, slotAt: null, trigger: 'manual', now });
+    const run = await insertRun(tx, {
+      id: newId(),
+      organizationId,
+      taskId: id,
+      slotAt: null,
+      trigger: 'manual',
+      now,
+    });
+    await notify(tx, 'svc_runs');
+    return run;
   });
   return runView(row);
 }

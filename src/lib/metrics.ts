@@ -1,4 +1,4 @@
-import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 /**
  * The service's Prometheus metrics, one registry per service instance (so tests that start
@@ -20,6 +20,46 @@ export function createMetrics() {
       help: 'Time from request received to response sent, by method and route template',
       labelNames: ['method', 'route'] as const,
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
+    schedulerSlots: new Counter({
+      name: 'svc_scheduler_slots_total',
+      help: 'Schedule slots handled by this scheduler: run (a run was created), missed (older than the catch-up window, or superseded by a later missed slot), skipped_overlap (the previous run was still pending or running)',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
+    dispatchLag: new Histogram({
+      name: 'svc_scheduler_dispatch_lag_seconds',
+      help: 'Time from a schedule slot to the creation of its run',
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 15, 60, 300, 3600],
+      registers: [registry],
+    }),
+    runsClaimed: new Counter({
+      name: 'svc_worker_runs_claimed_total',
+      help: 'Runs this worker took from the queue',
+      registers: [registry],
+    }),
+    runsFinished: new Counter({
+      name: 'svc_worker_runs_finished_total',
+      help: 'Runs this worker finished, by final status',
+      labelNames: ['status'] as const,
+      registers: [registry],
+    }),
+    runsReleased: new Counter({
+      name: 'svc_worker_runs_released_total',
+      help: 'Runs this worker gave back to the queue unfinished (shutdown) or dropped (lease lost)',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    leasesExpired: new Counter({
+      name: 'svc_worker_leases_expired_total',
+      help: 'Runs found with an expired lease (their worker died): retried or failed',
+      labelNames: ['action'] as const,
+      registers: [registry],
+    }),
+    runsInFlight: new Gauge({
+      name: 'svc_worker_runs_in_flight',
+      help: 'Runs this worker is executing now',
       registers: [registry],
     }),
   };

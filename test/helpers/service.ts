@@ -5,6 +5,7 @@ import { type Config, loadConfig } from '../../src/config.ts';
 import type { App } from '../../src/http/types.ts';
 import type { Clock } from '../../src/lib/clock.ts';
 import { createLogger } from '../../src/lib/logger.ts';
+import type { RunExecutor } from '../../src/runner/executor.ts';
 import { type Service, startService } from '../../src/service.ts';
 import { createTestDb, type TestDb } from './db.ts';
 
@@ -57,7 +58,14 @@ export function testEnv(extra: Record<string, string> = {}): Record<string, stri
 }
 
 export async function startTestService(
-  options: { env?: Record<string, string>; clock?: Clock; listen?: boolean } = {},
+  options: {
+    env?: Record<string, string>;
+    clock?: Clock;
+    listen?: boolean;
+    /** Run the scheduler and worker loops (default false: runs stay pending unless a test drives them). */
+    startLoops?: boolean;
+    executor?: RunExecutor;
+  } = {},
 ): Promise<TestService> {
   const testDb = await createTestDb();
   const config = loadConfig(testEnv({ ...(testDb.url && { DATABASE_URL: testDb.url }), ...options.env }));
@@ -72,7 +80,9 @@ export async function startTestService(
     db: testDb.db,
     log: createLogger(config.logLevel, sink),
     listen: options.listen ?? false,
+    startLoops: options.startLoops ?? false,
     ...(options.clock && { clock: options.clock }),
+    ...(options.executor && { executor: options.executor }),
   });
   const app = service.app;
   if (!app) throw new Error('test service has no api role');

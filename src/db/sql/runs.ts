@@ -22,6 +22,11 @@ export interface RunRow {
   created_at: Date;
   started_at: Date | null;
   completed_at: Date | null;
+  /** The worker holding the run while it is running (see run-queue.ts). */
+  lease_owner: string | null;
+  lease_expires_at: Date | null;
+  /** Worker starts of this run, takeovers included. */
+  attempts: number;
 }
 
 export interface NewRun {

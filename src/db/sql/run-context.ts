@@ -1,0 +1,42 @@
+import type { Queryable } from '../db.ts';
+import type { TaskRow } from './tasks.ts';
+
+export interface RunSkill {
+  name: string;
+  slug: string;
+  content: string;
+  required_sources: string[];
+}
+
+export interface RunSource {
+  id: string;
+  slug: string;
+  name: string;
+}
+
+/** What a worker needs to execute a run: its task, with skills and sources in attachment order. */
+export interface RunContextRow {
+  task: TaskRow;
+  skills: RunSkill[];
+  sources: RunSource[];
+}
+
+export async function loadRunContext(db: Queryable, taskId: string): Promise<RunContextRow | undefined> {
+  const [row] = await db.query<{ task: TaskRow; skills: RunSkill[]; sources: RunSource[] }>(
+    `SELECT row_to_json(t) AS task,
+       coalesce((SELECT json_agg(json_build_object('name', s.name, 'slug', s.slug, 'content', s.content,
+                   'required_sources', coalesce(s.frontmatter -> 'requiredSources', '[]'::jsonb)) ORDER BY x.position)
+                   FROM task_skills x JOIN skills s ON s.id = x.skill_id WHERE x.task_id = t.id), '[]'::json) AS skills,
+       coalesce((SELECT json_agg(json_build_object('id', s.id, 'slug', s.slug, 'name', s.name) ORDER BY x.position)
+                   FROM task_sources x JOIN sources s ON s.id = x.source_id WHERE x.task_id = t.id), '[]'::json) AS sources
+     FROM tasks t WHERE t.id = $1`,
+    [taskId],
+  );
+  if (!row) return undefined;
+  // row_to_json gives timestamps as strings; the executor needs none of them but the types say Date.
+  const task = row.task as unknown as Record<string, unknown>;
+  for (const k of ['next_run_at', 'last_run_at', 'created_at', 'updated_at']) {
+    if (typeof task[k] === 'string') task[k] = new Date(task[k] as string);
+  }
+  return row;
+}

@@ -1,0 +1,162 @@
+import type { Queryable } from '../db.ts';
+import type { RunRow } from './runs.ts';
+
+/**
+ * The run queue lives in the runs table: `pending` runs wait; a worker claims one by setting it
+ * `running` with a lease (lease_owner, lease_expires_at) that it renews by heartbeat. Every write
+ * by a worker is conditioned on still holding the lease, so a worker that lost its lease (it was
+ * presumed dead and the run given to another) can never overwrite the new holder's result.
+ */
+
+/**
+ * Claims are serialised cluster-wide by this transaction-level advisory lock (held for the few
+ * milliseconds a claim takes), so the per-organization limit is exact even when several
+ * workers claim at the same instant. The number is arbitrary but fixed.
+ */
+const CLAIM_LOCK_KEY = 7_420_133_001;
+
+export async function takeClaimLock(tx: Queryable): Promise<void> {
+  await tx.query('SELECT pg_advisory_xact_lock($1)', [CLAIM_LOCK_KEY]);
+}
+
+export interface ClaimOptions {
+  workerId: string;
+  now: Date;
+  leaseMs: number;
+  /** Runs to claim at most (the worker's free capacity). */
+  limit: number;
+  /** Running runs one organization may have, across all workers. */
+  orgLimit: number;
+}
+
+/**
+ * Claims up to `limit` pending runs. Fairness: candidates are ranked within their organization
+ * (oldest first) and taken rank by rank across organizations, so one organization's backlog
+ * cannot hold back another's first run; no organization exceeds `orgLimit` running runs.
+ */
+export function claimRuns(tx: Queryable, o: ClaimOptions): Promise<RunRow[]> {
+  return tx.query<RunRow>(
+    `WITH busy AS (
+       SELECT organization_id, count(*)::int AS n FROM runs WHERE status = 'running' GROUP BY organization_id
+     ), ranked AS (
+       SELECT r.id, r.created_at,
+              coalesce(b.n, 0) + row_number() OVER (PARTITION BY r.organization_id ORDER BY r.created_at, r.id) AS org_slot
+         FROM runs r LEFT JOIN busy b ON b.organization_id = r.organization_id
+        WHERE r.status = 'pending'
+     ), picked AS (
+       SELECT r.id FROM runs r JOIN ranked k ON k.id = r.id
+        WHERE k.org_slot <= $5 AND r.status = 'pending'
+        ORDER BY k.org_slot, k.created_at, k.id
+        LIMIT $4
+        FOR UPDATE OF r SKIP LOCKED
+     )
+     UPDATE runs SET status = 'running', lease_owner = $1,
+            lease_expires_at = $2::timestamptz + make_interval(secs => $3::double precision / 1000),
+            attempts = attempts + 1, started_at = $2
+       FROM picked WHERE runs.id = picked.id
+     RETURNING runs.*`,
+    [o.workerId, o.now, o.leaseMs, o.limit, o.orgLimit],
+  );
+}
+
+export interface ExpiredLease {
+  id: string;
+  attempts: number;
+}
+
+/** Running runs whose lease has expired (their worker stopped heartbeating), locked for recovery. */
+export function lockExpiredLeases(tx: Queryable, now: Date): Promise<ExpiredLease[]> {
+  return tx.query<ExpiredLease>(
+    `SELECT id, attempts FROM runs
+      WHERE status = 'running' AND lease_expires_at < $1
+      ORDER BY lease_expires_at
+      LIMIT 1000
+      FOR UPDATE SKIP LOCKED`,
+    [now],
+  );
+}
+
+/** Puts runs back in the queue for another worker (a takeover, or a release on shutdown). */
+export async function requeueRuns(tx: Queryable, ids: string[], refundAttempt: boolean): Promise<void> {
+  if (!ids.length) return;
+  await tx.query(
+    `UPDATE runs SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, started_at = NULL,
+            attempts = CASE WHEN $2 THEN greatest(attempts - 1, 0) ELSE attempts END
+      WHERE id = ANY($1::uuid[]) AND status = 'running'`,
+    [ids, refundAttempt],
+  );
+}
+
+/** Renews the leases this worker holds; returns the ids it still holds (a missing one was lost). */
+export async function renewLeases(
+  db: Queryable,
+  workerId: string,
+  ids: string[],
+  now: Date,
+  leaseMs: number,
+): Promise<Set<string>> {
+  if (!ids.length) return new Set();
+  const rows = await db.query<{ id: string }>(
+    `UPDATE runs SET lease_expires_at = $3::timestamptz + make_interval(secs => $4::double precision / 1000)
+      WHERE id = ANY($1::uuid[]) AND lease_owner = $2 AND status = 'running'
+      RETURNING id`,
+    [ids, workerId, now, leaseMs],
+  );
+  return new Set(rows.map((r) => r.id));
+}
+
+/** Gives a run back unfinished (shutdown): pending again, the attempt not counted. */
+export async function releaseRun(db: Queryable, runId: string, workerId: string): Promise<boolean> {
+  const rows = await db.query(
+    `UPDATE runs SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, started_at = NULL,
+            attempts = greatest(attempts - 1, 0)
+      WHERE id = $1 AND lease_owner = $2 AND status = 'running'
+      RETURNING id`,
+    [runId, workerId],
+  );
+  return rows.length > 0;
+}
+
+export interface RunResultRow {
+  status: 'completed' | 'failed';
+  output: string | null;
+  error: string | null;
+  costCents: number;
+  tokensUsed: number;
+  completedAt: Date;
+}
+
+/**
+ * Records a run's end in one statement: the run (only while `workerId` holds it; pass null for
+ * a run failed by lease recovery), its usage-ledger row, and a `once` task's completion.
+ * Returns the finished run, or undefined when the lease was no longer this worker's.
+ */
+export async function finishRun(
+  db: Queryable,
+  runId: string,
+  workerId: string | null,
+  r: RunResultRow,
+): Promise<RunRow | undefined> {
+  const [row] = await db.query<RunRow>(
+    `WITH run AS (
+       UPDATE runs SET status = $3, output = $4, error = $5, cost_cents = $6, tokens_used = $7,
+              completed_at = $8,
+              duration_ms = CASE WHEN started_at IS NULL THEN NULL
+                                 ELSE greatest(0, round(extract(epoch FROM ($8::timestamptz - started_at)) * 1000))::int END,
+              lease_owner = NULL, lease_expires_at = NULL
+        WHERE id = $1 AND status = 'running' AND ($2::text IS NULL OR lease_owner = $2)
+       RETURNING *
+     ), ledger AS (
+       UPDATE usage_ledger u SET status = run.status, cost_cents = run.cost_cents, tokens_used = run.tokens_used
+         FROM run WHERE u.run_id = run.id
+     ), once_done AS (
+       UPDATE tasks t SET status = 'completed', next_run_at = NULL, updated_at = $8
+         FROM run
+        WHERE t.id = run.task_id AND run.trigger = 'schedule' AND t.status = 'active'
+          AND t.schedule = 'once' AND t.cron_expression IS NULL
+     )
+     SELECT * FROM run`,
+    [runId, workerId, r.status, r.output, r.error, r.costCents, Math.round(r.tokensUsed), r.completedAt],
+  );
+  return row;
+}

@@ -1,0 +1,18 @@
+import type { Clock } from '../../lib/clock.ts';
+import type { Queryable } from '../db.ts';
+
+/**
+ * "Now" for decisions that several processes must agree on (what is due, whose lease expired):
+ * the database server's clock, unless the clock is a manual one that tests drive.
+ */
+export async function currentTime(db: Queryable, clock: Clock): Promise<Date> {
+  if (clock.manual) return clock.now();
+  const [row] = await db.query<{ now: Date }>('SELECT clock_timestamp() AS now');
+  if (!row) throw new Error('clock_timestamp() returned no row');
+  return row.now;
+}
+
+/** Wakes the listeners of `channel` in every process, when the current transaction commits. */
+export async function notify(db: Queryable, channel: 'svc_tasks' | 'svc_runs'): Promise<void> {
+  await db.query('SELECT pg_notify($1, $2)', [channel, '']);
+}

@@ -1,0 +1,33 @@
+import type { RunContextRow } from '../db/sql/run-context.ts';
+import type { RunRow } from '../db/sql/runs.ts';
+
+/** One run handed to an executor: the claimed run and its task's context. */
+export interface RunJob {
+  run: RunRow;
+  context: RunContextRow;
+  /** When execution started (the worker's "now"). */
+  startedAt: Date;
+}
+
+/**
+ * Why a run failed, as a value: the worker renders each kind with an exhaustive switch.
+ * - not_configured: the service lacks configuration (e.g. no model provider key);
+ * - invalid_task: the task cannot run as it stands (unknown model, a skill's missing source);
+ * - unsupported: the task asks for something this version cannot do;
+ * - provider_error: the model provider refused or failed after retries;
+ * - timeout: the run exceeded its time limit.
+ */
+export type RunErrorType = 'not_configured' | 'invalid_task' | 'unsupported' | 'provider_error' | 'timeout';
+
+export type RunResult =
+  | { ok: true; output: string; tokensUsed: number; costCents: number }
+  | { ok: false; errorType: RunErrorType; message: string; tokensUsed: number; costCents: number };
+
+/**
+ * Executes a run. Expected failures are returned as values; `signal` aborts the execution when
+ * the worker loses the run's lease, shuts down, or the run times out (the executor then stops
+ * promptly; what it returns is ignored).
+ */
+export interface RunExecutor {
+  execute(job: RunJob, signal: AbortSignal): Promise<RunResult>;
+}

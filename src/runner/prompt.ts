@@ -1,0 +1,51 @@
+import type { RunSkill } from '../db/sql/run-context.ts';
+
+export type ChatMessage = { role: 'system' | 'user'; content: string };
+
+function localDateTime(instant: Date, timeZone: string): string {
+  return new Intl.DateTimeFormat('en-GB', {
+    timeZone,
+    weekday: 'long',
+    year: 'numeric',
+    month: 'long',
+    day: 'numeric',
+    hour: '2-digit',
+    minute: '2-digit',
+    hourCycle: 'h23',
+    timeZoneName: 'short',
+  }).format(instant);
+}
+
+/**
+ * The time context every prompt is sent with, so that "today" means the task owner's today:
+ * the slot the run is for (scheduled runs) and the current date and time, in the task's zone.
+ */
+export function timeContext(timeZone: string, now: Date, slot: Date | null): string {
+  const lines = [
+    `Current date and time: ${localDateTime(now, timeZone)} (time zone ${timeZone}; ${now.toISOString()}).`,
+  ];
+  if (slot)
+    lines.push(
+      `This run is for the scheduled time ${localDateTime(slot, timeZone)} (${slot.toISOString()}).`,
+    );
+  else lines.push('This run was started on demand, not by the schedule.');
+  return lines.join('\n');
+}
+
+/**
+ * The messages of a run, in a stable order: each attached skill as a system message (in the
+ * order the task lists them, headed by its name), then the time context, then the task's prompt.
+ */
+export function assembleMessages(
+  skills: readonly RunSkill[],
+  prompt: string,
+  timeZone: string,
+  now: Date,
+  slot: Date | null,
+): ChatMessage[] {
+  return [
+    ...skills.map((s): ChatMessage => ({ role: 'system', content: `# Skill: ${s.name}\n\n${s.content}` })),
+    { role: 'system', content: timeContext(timeZone, now, slot) },
+    { role: 'user', content: prompt },
+  ];
+}

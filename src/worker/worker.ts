@@ -1,0 +1,264 @@
+// The worker role: takes pending runs from the queue (runs table) under a lease, executes them
+// and records the result. Correctness does not depend on this process staying alive: a run
+// whose lease is not renewed is recovered by any worker (handed to another, or failed after
+// SVC_RUN_MAX_ATTEMPTS starts), and every write is conditioned on still holding the lease.
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Queryable } from '../db/db.ts';
+import { loadRunContext } from '../db/sql/run-context.ts';
+import {
+  claimRuns,
+  finishRun,
+  lockExpiredLeases,
+  releaseRun,
+  renewLeases,
+  requeueRuns,
+  takeClaimLock,
+} from '../db/sql/run-queue.ts';
+import type { RunRow } from '../db/sql/runs.ts';
+import { currentTime, notify } from '../db/sql/time.ts';
+import type { Deps } from '../domain/deps.ts';
+import type { RunExecutor, RunResult } from '../runner/executor.ts';
+
+/** Why an execution was cut short. */
+type AbortReason = 'lease_lost' | 'shutdown' | 'timeout';
+
+interface ActiveRun {
+  run: RunRow;
+  controller: AbortController;
+  done: Promise<void>;
+}
+
+export class RunWorker {
+  readonly id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  readonly #deps: Deps;
+  readonly #executor: RunExecutor;
+  readonly #active = new Map<string, ActiveRun>();
+  #unlisten: (() => Promise<void>) | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #poll: NodeJS.Timeout | undefined;
+  #claiming: Promise<void> | undefined;
+  #again = false;
+  #stopping = false;
+
+  constructor(deps: Deps, executor: RunExecutor) {
+    this.#deps = deps;
+    this.#executor = executor;
+  }
+
+  async start(): Promise<void> {
+    const { leaseMs } = this.#deps.config.worker;
+    this.#unlisten = await this.#deps.db.listen('svc_runs', () => this.wake());
+    // Leases are renewed three times per lease period, so one late heartbeat loses nothing.
+    this.#heartbeat = setInterval(() => void this.#renew(), Math.max(250, leaseMs / 3));
+    this.#heartbeat.unref();
+    // New runs arrive by NOTIFY; this poll finds the runs of workers that died (expired leases).
+    this.#poll = setInterval(() => this.wake(), leaseMs);
+    this.#poll.unref();
+    this.wake();
+  }
+
+  /** Asks for a claim as soon as possible (coalesced with one in progress). */
+  wake(): void {
+    if (this.#stopping) return;
+    if (this.#claiming) {
+      this.#again = true;
+      return;
+    }
+    this.#claiming = this.#claimLoop().finally(() => {
+      this.#claiming = undefined;
+    });
+  }
+
+  /** Runs being executed here now. */
+  get inFlight(): number {
+    return this.#active.size;
+  }
+
+  /**
+   * Stops claiming, lets in-flight runs finish for up to `graceMs`, then aborts the rest and
+   * gives them back to the queue (pending, the attempt not counted) for another worker.
+   */
+  async stop(graceMs: number): Promise<void> {
+    this.#stopping = true;
+    if (this.#poll) clearInterval(this.#poll);
+    await this.#unlisten?.();
+    await this.#claiming;
+    const all = () => Promise.all([...this.#active.values()].map((a) => a.done));
+    let timer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise<'grace_over'>((resolve) => {
+      timer = setTimeout(() => resolve('grace_over'), graceMs);
+    });
+    const first = await Promise.race([all().then(() => 'done' as const), graceOver]);
+    clearTimeout(timer);
+    if (first === 'grace_over') {
+      for (const a of this.#active.values()) a.controller.abort('shutdown' satisfies AbortReason);
+      await all();
+    }
+    if (this.#heartbeat) clearInterval(this.#heartbeat);
+  }
+
+  async #claimLoop(): Promise<void> {
+    do {
+      this.#again = false;
+      try {
+        await this.#claimFreeSlots();
+      } catch (err) {
+        this.#deps.log.error({ err }, 'claiming runs failed; retrying at the next wake-up');
+      }
+    } while (this.#again && !this.#stopping);
+  }
+
+  async #claimFreeSlots(): Promise<void> {
+    const { db, clock, config, metrics, log } = this.#deps;
+    for (;;) {
+      const free = config.worker.concurrency - this.#active.size;
+      if (free <= 0 || this.#stopping) return;
+      const claimed = await db.transaction(async (tx) => {
+        await takeClaimLock(tx);
+        const now = await currentTime(tx, clock);
+        await this.#recoverExpiredLeases(tx, now);
+        const runs = await claimRuns(tx, {
+          workerId: this.id,
+          now,
+          leaseMs: config.worker.leaseMs,
+          limit: free,
+          orgLimit: config.worker.orgConcurrency,
+        });
+        return { runs, now };
+      });
+      for (const run of claimed.runs) {
+        metrics.runsClaimed.inc();
+        log.info({ runId: run.id, taskId: run.task_id, attempt: run.attempts }, 'run claimed');
+        this.#begin(run, claimed.now);
+      }
+      if (claimed.runs.length < free) return;
+    }
+  }
+
+  /** Runs whose worker stopped heartbeating: back to the queue, or failed after max attempts. */
+  async #recoverExpiredLeases(tx: Queryable, now: Date): Promise<void> {
+    const { config, metrics, log } = this.#deps;
+    const expired = await lockExpiredLeases(tx, now);
+    if (!expired.length) return;
+    const retry = expired.filter((r) => r.attempts < config.worker.maxAttempts);
+    const giveUp = expired.filter((r) => r.attempts >= config.worker.maxAttempts);
+    await requeueRuns(
+      tx,
+      retry.map((r) => r.id),
+      false,
+    );
+    for (const r of giveUp) {
+      await finishRun(tx, r.id, null, {
+        status: 'failed',
+        output: null,
+        error: `The run was started ${r.attempts} times and each time its worker stopped responding before it finished; it is not retried again`,
+        costCents: 0,
+        tokensUsed: 0,
+        completedAt: now,
+      });
+    }
+    metrics.leasesExpired.inc({ action: 'retried' }, retry.length);
+    metrics.leasesExpired.inc({ action: 'failed' }, giveUp.length);
+    log.warn(
+      { retried: retry.map((r) => r.id), failed: giveUp.map((r) => r.id) },
+      'runs with an expired lease recovered (their worker stopped heartbeating)',
+    );
+  }
+
+  #begin(run: RunRow, now: Date): void {
+    const controller = new AbortController();
+    const timeout = setTimeout(
+      () => controller.abort('timeout' satisfies AbortReason),
+      this.#deps.config.worker.runTimeoutMs,
+    );
+    const active: ActiveRun = { run, controller, done: Promise.resolve() };
+    this.#active.set(run.id, active);
+    this.#deps.metrics.runsInFlight.set(this.#active.size);
+    active.done = this.#execute(run, now, controller.signal)
+      .catch((err) => this.#deps.log.error({ err, runId: run.id }, 'run execution crashed'))
+      .finally(() => {
+        clearTimeout(timeout);
+        this.#active.delete(run.id);
+        this.#deps.metrics.runsInFlight.set(this.#active.size);
+        this.wake();
+      });
+  }
+
+  async #execute(run: RunRow, startedAt: Date, signal: AbortSignal): Promise<void> {
+    const { db, clock, log, metrics } = this.#deps;
+    let result: RunResult;
+    const context = await loadRunContext(db, run.task_id);
+    if (!context) return; // The task was deleted; its runs went with it.
+    try {
+      result = await this.#executor.execute({ run, context, startedAt }, signal);
+    } catch (err) {
+      if (!signal.aborted) throw err;
+      result = { ok: false, errorType: 'timeout', message: '', tokensUsed: 0, costCents: 0 };
+    }
+    const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
+    switch (reason) {
+      case 'lease_lost':
+        // Another worker holds the run now; whatever this one found is not recorded.
+        metrics.runsReleased.inc({ reason: 'lease_lost' });
+        log.warn({ runId: run.id }, 'run abandoned: its lease was lost to another worker');
+        return;
+      case 'shutdown':
+        if (await releaseRun(db, run.id, this.id)) {
+          await notify(db, 'svc_runs');
+          metrics.runsReleased.inc({ reason: 'shutdown' });
+          log.info({ runId: run.id }, 'run released to the queue: shutdown grace period over');
+        }
+        return;
+      case 'timeout':
+        result = {
+          ok: false,
+          errorType: 'timeout',
+          message: `The run did not finish within ${Math.round(this.#deps.config.worker.runTimeoutMs / 1000)} s and was stopped`,
+          tokensUsed: result.tokensUsed,
+          costCents: result.costCents,
+        };
+        break;
+      case undefined:
+        break;
+    }
+    const completedAt = await currentTime(db, clock);
+    const finished = await finishRun(db, run.id, this.id, {
+      status: result.ok ? 'completed' : 'failed',
+      output: result.ok ? result.output : null,
+      error: result.ok ? null : result.message,
+      costCents: result.costCents,
+      tokensUsed: result.tokensUsed,
+      completedAt,
+    });
+    if (!finished) {
+      log.warn({ runId: run.id }, 'run result dropped: the lease was lost before it was recorded');
+      return;
+    }
+    metrics.runsFinished.inc({ status: finished.status });
+    log.info(
+      {
+        runId: run.id,
+        status: finished.status,
+        durationMs: finished.duration_ms,
+        ...(!result.ok && { errorType: result.errorType }),
+      },
+      'run finished',
+    );
+  }
+
+  async #renew(): Promise<void> {
+    if (!this.#active.size) return;
+    const { db, clock, config, log } = this.#deps;
+    const ids = [...this.#active.keys()];
+    try {
+      const now = await currentTime(db, clock);
+      const held = await renewLeases(db, this.id, ids, now, config.worker.leaseMs);
+      for (const id of ids) {
+        if (!held.has(id)) this.#active.get(id)?.controller.abort('lease_lost' satisfies AbortReason);
+      }
+    } catch (err) {
+      log.warn({ err }, 'lease heartbeat failed; retrying');
+    }
+  }
+}
