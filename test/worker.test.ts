@@ -1,0 +1,370 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { modelExecutor } from '../src/runner/model-executor.ts';
+import { RunWorker } from '../src/worker/worker.ts';
+import { type ModelReply, type ModelServer, startModelServer } from './helpers/model-server.ts';
+import { startTestService, type TestService } from './helpers/service.ts';
+
+type Org = { organizationId: string; apiKey: string };
+
+async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** A service with running scheduler and worker loops, its model provider a local server. */
+async function startWorkerService(
+  reply: (prompt: string, index: number) => ModelReply,
+  env: Record<string, string> = {},
+) {
+  const model = await startModelServer((req, i) => reply(req.body.messages.at(-1)?.content ?? '', i));
+  const svc = await startTestService({
+    startLoops: true,
+    env: {
+      SVC_MODEL_BASE_URL: model.url,
+      SVC_MODEL_API_KEY: 'sk-test-model-key',
+      SVC_RUN_LEASE_SECONDS: '1',
+      ...env,
+    },
+  });
+  return { svc, model };
+}
+
+async function newTask(svc: TestService, org: Org, extra: Record<string, unknown> = {}) {
+  const res = await svc.call({
+    method: 'POST',
+    url: '/api/svc/tasks',
+    key: org.apiKey,
+    // A daily task far in the future: only "run now" runs it.
+    body: {
+      organizationId: org.organizationId,
+      name: 'Digest',
+      prompt: `Prompt ${randomUUID()}`,
+      schedule: 'daily',
+      ...extra,
+    },
+  });
+  assert.equal(res.status, 201, res.raw);
+  return res.body as { id: string; prompt: string; model: string };
+}
+
+async function runNow(svc: TestService, org: Org, taskId: string): Promise<string> {
+  const res = await svc.call({ method: 'POST', url: `/api/svc/tasks/${taskId}/run`, key: org.apiKey });
+  assert.equal(res.status, 202, res.raw);
+  return res.body.id;
+}
+
+async function finishedRun(svc: TestService, org: Org, runId: string) {
+  return waitFor(`run ${runId} to finish`, async () => {
+    const res = await svc.call({ method: 'GET', url: `/api/svc/runs/${runId}`, key: org.apiKey });
+    return ['completed', 'failed'].includes(res.body.status) ? res.body : undefined;
+  });
+}
+
+async function unlimited(svc: TestService, org: Org) {
+  await svc.call({
+    method: 'PATCH',
+    url: `/api/admin/organizations/${org.organizationId}`,
+    admin: true,
+    body: { tasksLimit: 1000, rateLimitPerMinute: 100000 },
+  });
+}
+
+describe('the worker', () => {
+  describe('executing runs', () => {
+    let svc: TestService;
+    let model: ModelServer;
+    let org: Org;
+    before(async () => {
+      ({ svc, model } = await startWorkerService((prompt) =>
+        prompt.includes('provider-cost')
+          ? { usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15, cost: 0.0123 } }
+          : {},
+      ));
+      org = await svc.createOrg('paid');
+      await unlimited(svc, org);
+    });
+    after(async () => {
+      await svc.close();
+      await model.close();
+    });
+
+    test('run now is executed: the output, tokens, catalog-priced cost, duration and times are recorded', async () => {
+      const task = await newTask(svc, org);
+      const runId = await runNow(svc, org, task.id);
+      const run = await finishedRun(svc, org, runId);
+      assert.equal(run.status, 'completed', JSON.stringify(run));
+      assert.equal(run.output, `Answer to: ${task.prompt}`);
+      assert.equal(run.tokensUsed, 150);
+      const models = (await svc.call({ method: 'GET', url: '/api/svc/models', key: org.apiKey })).body;
+      const m = models.find((x: { routerModelId: string }) => x.routerModelId === task.model);
+      assert.ok(m);
+      // The catalog price: 100 prompt and 50 completion tokens.
+      const { find } = svc.service.deps.models;
+      const entry = find(task.model);
+      assert.ok(entry);
+      const expected =
+        (100 * entry.inputCentsPerMillionTokens + 50 * entry.outputCentsPerMillionTokens) / 1e6;
+      assert.ok(Math.abs(run.costCents - expected) < 1e-9, `${run.costCents} vs ${expected}`);
+      assert.equal(typeof run.durationMs, 'number');
+      assert.ok(run.durationMs >= 0);
+      assert.ok(Date.parse(run.startedAt) <= Date.parse(run.completedAt));
+
+      const request = model.requests.find((r) => r.body.messages.at(-1)?.content === task.prompt);
+      assert.ok(request, 'the model was called with the prompt');
+      assert.equal(request.body.model, task.model, "the catalog entry's routerModelId is sent as model");
+      assert.equal(request.authorization, 'Bearer sk-test-model-key');
+      const system = request.body.messages.filter((x) => x.role === 'system').map((x) => x.content);
+      assert.match(system.join('\n'), /Current date and time: .*time zone UTC/);
+      assert.match(system.join('\n'), /started on demand/);
+
+      const stats = (
+        await svc.call({
+          method: 'GET',
+          url: `/api/svc/stats?organizationId=${org.organizationId}`,
+          key: org.apiKey,
+        })
+      ).body;
+      assert.ok(stats.successfulRuns >= 1);
+      assert.ok(stats.totalTokensUsed >= 150, 'the usage ledger has the tokens');
+    });
+
+    test('attached skills are sent as system instructions in the order the task lists them', async () => {
+      const skill = async (name: string) =>
+        (
+          await svc.call({
+            method: 'POST',
+            url: '/api/svc/skills',
+            key: org.apiKey,
+            body: { organizationId: org.organizationId, name, content: `Instructions of ${name}` },
+          })
+        ).body.id as string;
+      const b = await skill('Bravo');
+      const a = await skill('Alpha');
+      const task = await newTask(svc, org, { skillIds: [b, a] });
+      const run = await finishedRun(svc, org, await runNow(svc, org, task.id));
+      assert.equal(run.status, 'completed');
+      const request = model.requests.find((r) => r.body.messages.at(-1)?.content === task.prompt);
+      assert.ok(request);
+      const contents = request.body.messages.map((m) => `${m.role}:${m.content.split('\n')[0]}`);
+      assert.deepEqual(contents.slice(0, 2), ['system:# Skill: Bravo', 'system:# Skill: Alpha']);
+      assert.match(contents[2] ?? '', /^system:Current date and time/);
+      assert.equal(contents[3], `user:${task.prompt}`);
+    });
+
+    test('a provider-reported cost wins over the catalog price', async () => {
+      const task = await newTask(svc, org, { prompt: `provider-cost ${randomUUID()}` });
+      const run = await finishedRun(svc, org, await runNow(svc, org, task.id));
+      assert.equal(run.status, 'completed');
+      assert.equal(run.tokensUsed, 15);
+      assert.ok(Math.abs(run.costCents - 1.23) < 1e-9, String(run.costCents));
+    });
+
+    test('a scheduled once task runs by itself and is completed when its run ends', async () => {
+      const res = await svc.call({
+        method: 'POST',
+        url: '/api/svc/tasks',
+        key: org.apiKey,
+        body: { organizationId: org.organizationId, name: 'Now', prompt: `once ${randomUUID()}` },
+      });
+      assert.equal(res.status, 201);
+      const task = await waitFor('the once task to complete', async () => {
+        const t = (await svc.call({ method: 'GET', url: `/api/svc/tasks/${res.body.id}`, key: org.apiKey }))
+          .body;
+        return t.status === 'completed' ? t : undefined;
+      });
+      assert.equal(task.nextRunAt, null);
+      assert.ok(task.lastRunAt);
+      const runs = (await svc.call({ method: 'GET', url: `/api/svc/tasks/${task.id}/runs`, key: org.apiKey }))
+        .body;
+      assert.equal(runs.length, 1);
+      assert.equal(runs[0].status, 'completed');
+    });
+
+    test('a run whose worker died is taken over when its lease expires', async () => {
+      const task = await newTask(svc, org);
+      const id = randomUUID();
+      const { db } = svc.service.deps;
+      // A run left "running" by a worker that no longer exists, its lease just expired.
+      await db.query(
+        `INSERT INTO runs (id, organization_id, task_id, trigger, status, created_at, started_at, lease_owner, lease_expires_at, attempts)
+         VALUES ($1, $2, $3, 'manual', 'running', now(), now(), 'gone:1:abc', now() - interval '1 second', 1)`,
+        [id, org.organizationId, task.id],
+      );
+      await db.query(
+        `INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at) VALUES ($1, $2, $3, 'running', now())`,
+        [id, org.organizationId, task.id],
+      );
+      const run = await finishedRun(svc, org, id);
+      assert.equal(run.status, 'completed');
+      const [row] = await db.query<{ attempts: number; lease_owner: string | null }>(
+        'SELECT attempts, lease_owner FROM runs WHERE id = $1',
+        [id],
+      );
+      assert.equal(row?.attempts, 2);
+      assert.equal(row?.lease_owner, null);
+    });
+
+    test('a run whose workers died too often is failed with a clear error', async () => {
+      const task = await newTask(svc, org);
+      const id = randomUUID();
+      const { db } = svc.service.deps;
+      await db.query(
+        `INSERT INTO runs (id, organization_id, task_id, trigger, status, created_at, started_at, lease_owner, lease_expires_at, attempts)
+         VALUES ($1, $2, $3, 'manual', 'running', now(), now(), 'gone:1:abc', now() - interval '1 second', 3)`,
+        [id, org.organizationId, task.id],
+      );
+      await db.query(
+        `INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at) VALUES ($1, $2, $3, 'running', now())`,
+        [id, org.organizationId, task.id],
+      );
+      const run = await finishedRun(svc, org, id);
+      assert.equal(run.status, 'failed');
+      assert.match(run.error, /started 3 times .* stopped responding/);
+    });
+  });
+
+  test('without a model API key a run fails with an error that says how to configure one', async () => {
+    const svc = await startTestService({ startLoops: true });
+    try {
+      const org = await svc.createOrg('paid');
+      const task = await newTask(svc, org);
+      const run = await finishedRun(svc, org, await runNow(svc, org, task.id));
+      assert.equal(run.status, 'failed');
+      assert.match(run.error, /SVC_MODEL_API_KEY/);
+      assert.equal(run.output, undefined);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  test('a provider that answers 429 then 500 is retried, honouring Retry-After, until it answers', async () => {
+    const { svc, model } = await startWorkerService((_p, i) =>
+      i === 0
+        ? { status: 429, headers: { 'retry-after': '1' }, error: 'slow down' }
+        : i === 1
+          ? { status: 500, error: 'upstream hiccup' }
+          : {},
+    );
+    try {
+      const org = await svc.createOrg('paid');
+      const task = await newTask(svc, org);
+      const run = await finishedRun(svc, org, await runNow(svc, org, task.id));
+      assert.equal(run.status, 'completed', run.error);
+      assert.equal(model.requests.length, 3);
+    } finally {
+      await svc.close();
+      await model.close();
+    }
+  });
+
+  test('a provider that refuses the request fails the run with its status and message', async () => {
+    const { svc, model } = await startWorkerService(() => ({ status: 400, error: 'model does not exist' }));
+    try {
+      const org = await svc.createOrg('paid');
+      const task = await newTask(svc, org);
+      const run = await finishedRun(svc, org, await runNow(svc, org, task.id));
+      assert.equal(run.status, 'failed');
+      assert.match(run.error, /HTTP 400.*model does not exist/);
+      assert.equal(model.requests.length, 1, 'a 400 is not retried');
+    } finally {
+      await svc.close();
+      await model.close();
+    }
+  });
+
+  test('one organization cannot take more than its share of workers while another waits', async () => {
+    // Each answer takes 300 ms; the worker runs 3 at once, an organization at most 2.
+    let running = new Map<string, number>();
+    const peak = new Map<string, number>();
+    const started: string[] = [];
+    const { svc, model } = await startWorkerService(
+      (prompt) => {
+        const org = prompt.split(' ')[0] ?? '';
+        started.push(org);
+        running.set(org, (running.get(org) ?? 0) + 1);
+        peak.set(org, Math.max(peak.get(org) ?? 0, running.get(org) ?? 0));
+        setTimeout(() => running.set(org, (running.get(org) ?? 1) - 1), 300);
+        return { delayMs: 300 };
+      },
+      { SVC_WORKER_CONCURRENCY: '3', SVC_ORG_CONCURRENCY: '2' },
+    );
+    try {
+      const a = await svc.createOrg('paid');
+      const b = await svc.createOrg('paid');
+      await unlimited(svc, a);
+      const aRuns: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        const t = await newTask(svc, a, { prompt: `A ${randomUUID()}` });
+        aRuns.push(await runNow(svc, a, t.id));
+      }
+      const bTask = await newTask(svc, b, { prompt: `B ${randomUUID()}` });
+      const bRun = await runNow(svc, b, bTask.id);
+      await finishedRun(svc, b, bRun);
+      for (const id of aRuns) await finishedRun(svc, a, id);
+      assert.equal(peak.get('A'), 2, 'A never had more than 2 runs at once');
+      assert.ok(
+        started.indexOf('B') <= 3,
+        `B's run started before A's backlog drained: ${started.join(',')}`,
+      );
+      running = new Map();
+    } finally {
+      await svc.close();
+      await model.close();
+    }
+  });
+
+  test('stopping the worker lets an in-flight run finish within the grace period', async () => {
+    const { svc, model } = await startWorkerService(() => ({ delayMs: 400 }));
+    try {
+      const org = await svc.createOrg('paid');
+      const task = await newTask(svc, org);
+      const runId = await runNow(svc, org, task.id);
+      await waitFor('the model call', async () => (model.requests.length ? true : undefined));
+      await svc.service.worker?.stop(10_000);
+      const [row] = await svc.service.deps.db.query<{ status: string }>(
+        'SELECT status FROM runs WHERE id = $1',
+        [runId],
+      );
+      assert.equal(row?.status, 'completed');
+    } finally {
+      await svc.close();
+      await model.close();
+    }
+  });
+
+  test('a run still going when the grace period ends goes back to the queue and another worker finishes it', async () => {
+    const { svc, model } = await startWorkerService((_p, i) => (i === 0 ? { delayMs: 5_000 } : {}));
+    try {
+      const org = await svc.createOrg('paid');
+      const task = await newTask(svc, org);
+      const runId = await runNow(svc, org, task.id);
+      await waitFor('the model call', async () => (model.requests.length ? true : undefined));
+      await svc.service.worker?.stop(100);
+      const { db } = svc.service.deps;
+      const [row] = await db.query<{ status: string; attempts: number; lease_owner: string | null }>(
+        'SELECT status, attempts, lease_owner FROM runs WHERE id = $1',
+        [runId],
+      );
+      assert.deepEqual(row, { status: 'pending', attempts: 0, lease_owner: null });
+
+      const next = new RunWorker(svc.service.deps, modelExecutor(svc.config, svc.service.deps.models));
+      await next.start();
+      try {
+        const run = await finishedRun(svc, org, runId);
+        assert.equal(run.status, 'completed');
+      } finally {
+        await next.stop(1_000);
+      }
+    } finally {
+      await svc.close();
+      await model.close();
+    }
+  });
+});
