@@ -4,6 +4,11 @@ import { Type } from 'typebox';
 import { ErrorEnvelope } from '../../schemas/common.ts';
 import type { App } from '../types.ts';
 
+/** Methods whose requests Fastify parses a body for, whether or not the route takes one. */
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+/** What body parsing answers: malformed JSON, a body over the limit, a media type other than JSON. */
+const BODY_PARSING_STATUSES = [400, 413, 415];
+
 /**
  * The OpenAPI 3.1 document is generated from the route schemas, which are also what validates
  * requests and serialises responses: one source for all three.
@@ -11,6 +16,14 @@ import type { App } from '../types.ts';
  */
 export async function installOpenApi(app: App, publicUrl: string): Promise<void> {
   app.addSchema(ErrorEnvelope);
+  // Body parsing runs before any handler on every route of these methods, so a route without a
+  // body (POST .../run, DELETE ...) still answers 400, 413 or 415 when a client sends one: the
+  // document says so for every such route.
+  app.addHook('onRoute', (route) => {
+    const response = route.schema?.response as Record<string, unknown> | undefined;
+    if (!response || ![route.method].flat().some((m) => BODY_METHODS.has(m))) return;
+    for (const status of BODY_PARSING_STATUSES) response[status] ??= Type.Ref('ErrorEnvelope');
+  });
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
