@@ -1,59 +1,21 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
-import type { Queryable } from '../src/db/db.ts';
-import { insertRun } from '../src/db/sql/runs.ts';
-import { recordRunOutcome } from '../src/db/sql/usage.ts';
-import { startTestService, type TestService } from './helpers/service.ts';
+import { describe, test } from 'node:test';
+import { addRun, insertTask, type Org, useTestService } from './helpers/fixtures.ts';
 
-async function insertTask(db: Queryable, organizationId: string, status = 'active'): Promise<string> {
-  const id = randomUUID();
-  await db.query(
-    `INSERT INTO tasks (id, organization_id, name, prompt, model, schedule, status, created_at, updated_at)
-     VALUES ($1, $2, 'A task', 'Say hello', 'openai/gpt-4o-mini', 'daily', $3, now(), now())`,
-    [id, organizationId, status],
-  );
-  return id;
-}
-
-async function addRun(
-  db: Queryable,
-  organizationId: string,
-  taskId: string,
-  costCents: number,
-  at = new Date(),
-) {
-  const run = await insertRun(db, {
-    id: randomUUID(),
-    organizationId,
-    taskId,
-    slotAt: null,
-    trigger: 'manual',
-    now: at,
-  });
-  await recordRunOutcome(db, run.id, { status: 'completed', costCents, tokensUsed: 1000 });
-  return run.id;
-}
+const completed = (costCents: number) => ({ status: 'completed' as const, costCents, tokensUsed: 1000 });
 
 describe('billing status usage', () => {
-  let svc: TestService;
-  let db: Queryable;
+  const fx = useTestService();
 
-  const status = (o: { organizationId: string; apiKey: string }) =>
-    svc.call({
+  const status = (o: Org) =>
+    fx.svc.call({
       method: 'GET',
       url: `/api/svc/billing/status?organizationId=${o.organizationId}`,
       key: o.apiKey,
     });
 
-  before(async () => {
-    svc = await startTestService();
-    db = svc.testDb.db;
-  });
-  after(() => svc.close());
-
   test('a new organization has used nothing', async () => {
-    const org = await svc.createOrg();
+    const org = await fx.svc.createOrg();
     const res = await status(org);
     assert.equal(res.status, 200, res.raw);
     assert.equal(res.body.runsUsed, 0);
@@ -64,28 +26,27 @@ describe('billing status usage', () => {
   });
 
   test('runs of this period, active tasks and cost beyond the credits are counted exactly', async () => {
-    const org = await svc.createOrg('free');
-    const [row] = await db.query<{ billing_period_start: Date }>(
+    const org = await fx.svc.createOrg('free');
+    const [row] = await fx.db.query<{ billing_period_start: Date }>(
       'SELECT billing_period_start FROM organizations WHERE id = $1',
       [org.organizationId],
     );
     const periodStart = row?.billing_period_start ?? new Date();
-    const active = await insertTask(db, org.organizationId);
-    const doomed = await insertTask(db, org.organizationId);
-    await insertTask(db, org.organizationId, 'paused');
-    await insertTask(db, org.organizationId, 'completed');
+    const active = await insertTask(fx.db, org.organizationId);
+    const doomed = await insertTask(fx.db, org.organizationId);
+    await insertTask(fx.db, org.organizationId, { status: 'paused' });
+    await insertTask(fx.db, org.organizationId, { status: 'completed' });
     // Before the period: neither counted nor charged.
-    await addRun(db, org.organizationId, active, 500, new Date(periodStart.getTime() - 86_400_000));
-    await addRun(db, org.organizationId, active, 60.5);
-    await addRun(db, org.organizationId, doomed, 70);
-    await insertRun(db, {
-      id: randomUUID(),
-      organizationId: org.organizationId,
-      taskId: doomed,
-      slotAt: null,
-      trigger: 'manual',
-      now: new Date(),
-    });
+    await addRun(
+      fx.db,
+      org.organizationId,
+      active,
+      completed(500),
+      new Date(periodStart.getTime() - 86_400_000),
+    );
+    await addRun(fx.db, org.organizationId, active, completed(60.5));
+    await addRun(fx.db, org.organizationId, doomed, completed(70));
+    await addRun(fx.db, org.organizationId, doomed); // still pending: counted, no cost yet
 
     const res = await status(org);
     assert.equal(res.status, 200, res.raw);
@@ -94,7 +55,7 @@ describe('billing status usage', () => {
     assert.equal(res.body.usageCreditsCents, 100);
     assert.equal(res.body.usageCostCents, 30.5);
 
-    await db.query('DELETE FROM tasks WHERE id = $1', [doomed]);
+    await fx.db.query('DELETE FROM tasks WHERE id = $1', [doomed]);
     const after = await status(org);
     assert.equal(after.body.runsUsed, 3, 'deleting a task never lowers runsUsed');
     assert.equal(after.body.usageCostCents, 30.5, 'nor the usage cost');
@@ -102,9 +63,9 @@ describe('billing status usage', () => {
   });
 
   test('a cost within the plan credits is no usage charge', async () => {
-    const org = await svc.createOrg('paid');
-    const task = await insertTask(db, org.organizationId);
-    await addRun(db, org.organizationId, task, 1999);
+    const org = await fx.svc.createOrg('paid');
+    const task = await insertTask(fx.db, org.organizationId);
+    await addRun(fx.db, org.organizationId, task, completed(1999));
     const res = await status(org);
     assert.equal(res.body.runsUsed, 1);
     assert.equal(res.body.usageCreditsCents, 2000);

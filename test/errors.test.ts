@@ -1,30 +1,13 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { type Reply, startTestService, type TestService } from './helpers/service.ts';
-
-function assertEnvelope(res: Reply, status: number, code: string) {
-  assert.equal(res.status, status, res.raw);
-  assert.match(String(res.headers['content-type']), /^application\/json/);
-  assert.equal(res.body.error.code, code);
-  assert.equal(typeof res.body.error.message, 'string');
-  assert.ok(res.body.error.message.length > 0);
-  const keys = Object.keys(res.body).sort();
-  assert.deepEqual(keys, ['error'], 'only the envelope, never a framework body');
-  assert.ok(!/\bat .+\.ts:\d+/.test(res.raw), 'no stack trace');
-  assert.ok(!('statusCode' in res.body), 'not the framework default shape');
-}
+import { describe, test } from 'node:test';
+import { assertEnvelope } from './helpers/assertions.ts';
+import { useTestService } from './helpers/fixtures.ts';
 
 describe('error envelope', () => {
-  let svc: TestService;
-  let org: { organizationId: string; apiKey: string };
-  before(async () => {
-    svc = await startTestService();
-    org = await svc.createOrg();
-  });
-  after(() => svc.close());
+  const fx = useTestService({ orgs: ['free'] });
 
   test('validation failures answer 400 with details naming each field', async () => {
-    const res = await svc.call({
+    const res = await fx.svc.call({
       method: 'POST',
       url: '/api/admin/organizations',
       admin: true,
@@ -38,7 +21,7 @@ describe('error envelope', () => {
   });
 
   test('a body value of the wrong type is refused, not coerced', async () => {
-    const res = await svc.call({
+    const res = await fx.svc.call({
       method: 'POST',
       url: '/api/admin/organizations',
       admin: true,
@@ -49,20 +32,20 @@ describe('error envelope', () => {
   });
 
   test('an unknown route answers 404 in the envelope', async () => {
-    assertEnvelope(await svc.call({ method: 'GET', url: '/no/such/thing' }), 404, 'not_found');
+    assertEnvelope(await fx.svc.call({ method: 'GET', url: '/no/such/thing' }), 404, 'not_found');
     assertEnvelope(
-      await svc.call({ method: 'GET', url: '/api/svc/nothing-here', key: org.apiKey }),
+      await fx.svc.call({ method: 'GET', url: '/api/svc/nothing-here', key: fx.org.apiKey }),
       404,
       'not_found',
     );
   });
 
   test('an unknown route under /api/svc/ asks for authentication first', async () => {
-    assertEnvelope(await svc.call({ method: 'GET', url: '/api/svc/nothing-here' }), 401, 'unauthorized');
+    assertEnvelope(await fx.svc.call({ method: 'GET', url: '/api/svc/nothing-here' }), 401, 'unauthorized');
   });
 
   test('malformed JSON answers 400', async () => {
-    const res = await svc.call({
+    const res = await fx.svc.call({
       method: 'POST',
       url: '/api/admin/organizations',
       admin: true,
@@ -74,7 +57,7 @@ describe('error envelope', () => {
   });
 
   test('an empty JSON body answers 400', async () => {
-    const res = await svc.call({
+    const res = await fx.svc.call({
       method: 'POST',
       url: '/api/admin/organizations',
       admin: true,
@@ -85,7 +68,7 @@ describe('error envelope', () => {
   });
 
   test('a prototype-poisoning body answers 400', async () => {
-    const res = await svc.call({
+    const res = await fx.svc.call({
       method: 'POST',
       url: '/api/admin/organizations',
       admin: true,
@@ -96,7 +79,7 @@ describe('error envelope', () => {
   });
 
   test('a body that is not JSON answers 415', async () => {
-    const res = await svc.call({
+    const res = await fx.svc.call({
       method: 'POST',
       url: '/api/admin/organizations',
       admin: true,
@@ -107,7 +90,7 @@ describe('error envelope', () => {
   });
 
   test('a text/plain body answers 415, not a parse error', async () => {
-    const res = await svc.call({
+    const res = await fx.svc.call({
       method: 'POST',
       url: '/api/admin/organizations',
       admin: true,
@@ -118,7 +101,7 @@ describe('error envelope', () => {
   });
 
   test('a body over 1 MiB answers 413', async () => {
-    const res = await svc.call({
+    const res = await fx.svc.call({
       method: 'POST',
       url: '/api/admin/organizations',
       admin: true,
@@ -129,26 +112,30 @@ describe('error envelope', () => {
   });
 
   test('an internal failure answers 500 without a stack trace, and the cause is logged', async () => {
-    await svc.testDb.db.exec('ALTER TABLE organizations RENAME TO organizations_moved');
+    await fx.db.exec('ALTER TABLE organizations RENAME TO organizations_moved');
     try {
-      const res = await svc.call({
+      const res = await fx.svc.call({
         method: 'GET',
-        url: `/api/svc/billing/status?organizationId=${org.organizationId}`,
-        key: org.apiKey,
+        url: `/api/svc/billing/status?organizationId=${fx.org.organizationId}`,
+        key: fx.org.apiKey,
       });
       assertEnvelope(res, 500, 'internal_error');
       assert.equal(res.body.error.message, 'Internal server error');
       assert.ok(!res.raw.includes('organizations'), 'no SQL detail leaks');
     } finally {
-      await svc.testDb.db.exec('ALTER TABLE organizations_moved RENAME TO organizations');
+      await fx.db.exec('ALTER TABLE organizations_moved RENAME TO organizations');
     }
-    assert.ok(svc.logs.some((l) => l.includes('"level":50') && l.includes('organizations')));
+    assert.ok(fx.svc.logs.some((l) => l.includes('"level":50') && l.includes('organizations')));
   });
 
   test('every response carries a request id, and a safe caller id is kept', async () => {
-    const mine = await svc.call({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'trace-123' } });
+    const mine = await fx.svc.call({
+      method: 'GET',
+      url: '/healthz',
+      headers: { 'x-request-id': 'trace-123' },
+    });
     assert.equal(mine.headers['x-request-id'], 'trace-123');
-    const unsafe = await svc.call({
+    const unsafe = await fx.svc.call({
       method: 'GET',
       url: '/healthz',
       headers: { 'x-request-id': 'bad id\n' },

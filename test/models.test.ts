@@ -2,9 +2,11 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { loadModelCatalog, SHIPPED_CATALOG_FILE } from '../src/domain/models.ts';
-import { startTestService, type TestService } from './helpers/service.ts';
+import { assertEnvelope, assertValidation } from './helpers/assertions.ts';
+import { useTestService } from './helpers/fixtures.ts';
+import { startTestService } from './helpers/service.ts';
 
 const SPEC_FIELDS = [
   'id',
@@ -22,15 +24,9 @@ const SPEC_FIELDS = [
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 describe('models', () => {
-  let svc: TestService;
-  let org: { organizationId: string; apiKey: string };
-  before(async () => {
-    svc = await startTestService();
-    org = await svc.createOrg();
-  });
-  after(() => svc.close());
+  const fx = useTestService({ orgs: ['free'] });
 
-  const list = () => svc.call({ method: 'GET', url: '/api/svc/models', key: org.apiKey });
+  const list = () => fx.svc.call({ method: 'GET', url: '/api/svc/models', key: fx.org.apiKey });
 
   test('the list has at least 12 models from at least 4 providers, each with every spec field in range', async () => {
     const res = await list();
@@ -67,30 +63,28 @@ describe('models', () => {
 
   test('a model is fetched by its id', async () => {
     const first = (await list()).body[3];
-    const res = await svc.call({ method: 'GET', url: `/api/svc/models/${first.id}`, key: org.apiKey });
+    const res = await fx.svc.call({ method: 'GET', url: `/api/svc/models/${first.id}`, key: fx.org.apiKey });
     assert.equal(res.status, 200, res.raw);
     assert.deepEqual(res.body, first);
   });
 
   test('an unknown model id is a 404 not_found', async () => {
-    const res = await svc.call({
+    const res = await fx.svc.call({
       method: 'GET',
       url: '/api/svc/models/00000000-0000-4000-8000-000000000000',
-      key: org.apiKey,
+      key: fx.org.apiKey,
     });
-    assert.equal(res.status, 404);
-    assert.equal(res.body.error.code, 'not_found');
+    assertEnvelope(res, 404, 'not_found');
   });
 
   test('a model id that is not a uuid is a 400 naming the parameter', async () => {
-    const res = await svc.call({ method: 'GET', url: '/api/svc/models/gpt-4o', key: org.apiKey });
-    assert.equal(res.status, 400);
+    const res = await fx.svc.call({ method: 'GET', url: '/api/svc/models/gpt-4o', key: fx.org.apiKey });
+    assertValidation(res, '/path/modelId');
     assert.equal(res.body.error.details[0].path, '/path/modelId');
   });
 
   test('the models list requires an API key', async () => {
-    const res = await svc.call({ method: 'GET', url: '/api/svc/models' });
-    assert.equal(res.status, 401);
+    assertEnvelope(await fx.svc.call({ method: 'GET', url: '/api/svc/models' }), 401, 'unauthorized');
   });
 });
 

@@ -1,47 +1,15 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { type Reply, startTestService, type TestService } from './helpers/service.ts';
-
-type Org = { organizationId: string; apiKey: string };
-
-function assertValidation(res: Reply, path: string) {
-  assert.equal(res.status, 400, res.raw);
-  assert.equal(res.body.error.code, 'validation_error');
-  const paths = res.body.error.details.map((d: { path: string }) => d.path);
-  assert.ok(paths.includes(path), `expected a detail at ${path}, got ${paths.join(', ')}`);
-}
+import { describe, test } from 'node:test';
+import { assertValidation } from './helpers/assertions.ts';
+import { resourceCalls, useTestService } from './helpers/fixtures.ts';
 
 describe('skills', () => {
-  let svc: TestService;
-  let org: Org;
-  let other: Org;
-
-  const create = (o: Org, body: Record<string, unknown>) =>
-    svc.call({
-      method: 'POST',
-      url: '/api/svc/skills',
-      key: o.apiKey,
-      body: { organizationId: o.organizationId, ...body },
-    });
-  const list = (o: Org) =>
-    svc.call({ method: 'GET', url: `/api/svc/skills?organizationId=${o.organizationId}`, key: o.apiKey });
-  const get = (o: Org, id: string) =>
-    svc.call({ method: 'GET', url: `/api/svc/skills/${id}`, key: o.apiKey });
-  const patch = (o: Org, id: string, body: unknown) =>
-    svc.call({ method: 'PATCH', url: `/api/svc/skills/${id}`, key: o.apiKey, body });
-  const del = (o: Org, id: string) =>
-    svc.call({ method: 'DELETE', url: `/api/svc/skills/${id}`, key: o.apiKey });
-
-  before(async () => {
-    svc = await startTestService();
-    // The paid plan's 300 requests a minute leave room for every test below.
-    org = await svc.createOrg('paid');
-    other = await svc.createOrg('paid');
-  });
-  after(() => svc.close());
+  // The paid plan's 300 requests a minute leave room for every test below.
+  const fx = useTestService({ orgs: ['paid', 'paid'] });
+  const { create, list, get, patch, del } = resourceCalls(fx, 'skills');
 
   test('a skill with every field is created, read, listed, updated and deleted', async () => {
-    const created = await create(org, {
+    const created = await create(fx.org, {
       name: 'Market Brief',
       content: '# Brief\nSummarise the markets.',
       category: 'finance',
@@ -59,7 +27,7 @@ describe('skills', () => {
       { ...skill, id: undefined, createdAt: undefined, updatedAt: undefined },
       {
         id: undefined,
-        organizationId: org.organizationId,
+        organizationId: fx.org.organizationId,
         name: 'Market Brief',
         slug: 'market-brief',
         content: '# Brief\nSummarise the markets.',
@@ -77,18 +45,18 @@ describe('skills', () => {
     assert.equal(new Date(skill.createdAt).toISOString(), skill.createdAt);
     assert.equal(skill.updatedAt, skill.createdAt);
 
-    const read = await get(org, skill.id);
+    const read = await get(fx.org, skill.id);
     assert.equal(read.status, 200, read.raw);
     assert.deepEqual(read.body, skill);
 
-    const listed = await list(org);
+    const listed = await list(fx.org);
     assert.equal(listed.status, 200);
     assert.deepEqual(
       listed.body.find((s: { id: string }) => s.id === skill.id),
       skill,
     );
 
-    const updated = await patch(org, skill.id, {
+    const updated = await patch(fx.org, skill.id, {
       name: 'Market Brief v2',
       content: 'New instructions',
       category: null,
@@ -108,19 +76,19 @@ describe('skills', () => {
     assert.equal(updated.body.slug, 'market-brief', 'renaming keeps the slug');
     assert.equal(updated.body.iconUrl, 'https://example.com/icon.png');
     assert.equal(updated.body.version, 2);
-    assert.deepEqual((await get(org, skill.id)).body, updated.body);
+    assert.deepEqual((await get(fx.org, skill.id)).body, updated.body);
 
-    const deleted = await del(org, skill.id);
+    const deleted = await del(fx.org, skill.id);
     assert.equal(deleted.status, 204);
     assert.equal(deleted.raw, '');
-    const gone = await get(org, skill.id);
+    const gone = await get(fx.org, skill.id);
     assert.equal(gone.status, 404);
     assert.deepEqual(gone.body, { error: { code: 'not_found', message: 'Skill not found' } });
-    assert.equal((await del(org, skill.id)).status, 404);
+    assert.equal((await del(fx.org, skill.id)).status, 404);
   });
 
   test('a minimal skill gets the defaults and omits the optional fields it does not have', async () => {
-    const res = await create(org, { name: 'Plain', content: 'Do it.' });
+    const res = await create(fx.org, { name: 'Plain', content: 'Do it.' });
     assert.equal(res.status, 201, res.raw);
     assert.equal(res.body.isPublic, false);
     assert.equal(res.body.isUserInvocable, true);
@@ -131,14 +99,14 @@ describe('skills', () => {
   });
 
   test('the list shows only the own organization, newest first', async () => {
-    const fresh = await svc.createOrg();
+    const fresh = await fx.svc.createOrg();
     const ids: string[] = [];
     for (const name of ['first', 'second', 'third']) {
       const res = await create(fresh, { name, content: 'x' });
       assert.equal(res.status, 201, res.raw);
       ids.push(res.body.id);
     }
-    await create(other, { name: 'not theirs', content: 'x' });
+    await create(fx.other, { name: 'not theirs', content: 'x' });
     const res = await list(fresh);
     assert.equal(res.status, 200);
     assert.deepEqual(
@@ -148,46 +116,46 @@ describe('skills', () => {
   });
 
   test('listing another organization with this key is refused with 401', async () => {
-    const res = await svc.call({
+    const res = await fx.svc.call({
       method: 'GET',
-      url: `/api/svc/skills?organizationId=${other.organizationId}`,
-      key: org.apiKey,
+      url: `/api/svc/skills?organizationId=${fx.other.organizationId}`,
+      key: fx.org.apiKey,
     });
     assert.equal(res.status, 401);
   });
 
   test('the version goes up only when the content changes', async () => {
-    const { body: skill } = await create(org, { name: 'Versioned', content: 'one' });
+    const { body: skill } = await create(fx.org, { name: 'Versioned', content: 'one' });
     assert.equal(skill.version, 1);
-    assert.equal((await patch(org, skill.id, { name: 'Renamed' })).body.version, 1);
-    assert.equal((await patch(org, skill.id, { content: 'one' })).body.version, 1, 'same content');
-    assert.equal((await patch(org, skill.id, { content: 'two' })).body.version, 2);
-    assert.equal((await patch(org, skill.id, { content: 'three', isPublic: true })).body.version, 3);
-    assert.equal((await get(org, skill.id)).body.version, 3);
+    assert.equal((await patch(fx.org, skill.id, { name: 'Renamed' })).body.version, 1);
+    assert.equal((await patch(fx.org, skill.id, { content: 'one' })).body.version, 1, 'same content');
+    assert.equal((await patch(fx.org, skill.id, { content: 'two' })).body.version, 2);
+    assert.equal((await patch(fx.org, skill.id, { content: 'three', isPublic: true })).body.version, 3);
+    assert.equal((await get(fx.org, skill.id)).body.version, 3);
   });
 
   test('a slug is generated from the name and a suffix is added when it is taken', async () => {
-    const a = await create(org, { name: 'Crème Brûlée: Daily Recipe!', content: 'x' });
+    const a = await create(fx.org, { name: 'Crème Brûlée: Daily Recipe!', content: 'x' });
     assert.equal(a.body.slug, 'creme-brulee-daily-recipe');
-    const b = await create(org, { name: 'Crème brûlée daily recipe', content: 'x' });
+    const b = await create(fx.org, { name: 'Crème brûlée daily recipe', content: 'x' });
     assert.equal(b.body.slug, 'creme-brulee-daily-recipe-2');
-    const c = await create(org, { name: 'creme brulee daily recipe', content: 'x' });
+    const c = await create(fx.org, { name: 'creme brulee daily recipe', content: 'x' });
     assert.equal(c.body.slug, 'creme-brulee-daily-recipe-3');
-    const symbols = await create(org, { name: '!!!', content: 'x' });
+    const symbols = await create(fx.org, { name: '!!!', content: 'x' });
     assert.equal(symbols.status, 201);
     assert.match(symbols.body.slug, /^skill(-\d+)?$/);
   });
 
   test('the same slug may be used by two organizations', async () => {
-    const mine = await create(org, { name: 'Shared slug', content: 'x', slug: 'shared-slug' });
-    const theirs = await create(other, { name: 'Shared slug', content: 'x', slug: 'shared-slug' });
+    const mine = await create(fx.org, { name: 'Shared slug', content: 'x', slug: 'shared-slug' });
+    const theirs = await create(fx.other, { name: 'Shared slug', content: 'x', slug: 'shared-slug' });
     assert.equal(mine.status, 201);
     assert.equal(theirs.status, 201);
   });
 
   test('an explicit slug that already exists in the organization is a 409 naming it', async () => {
-    assert.equal((await create(org, { name: 'One', content: 'x', slug: 'taken-slug' })).status, 201);
-    const res = await create(org, { name: 'Two', content: 'x', slug: 'taken-slug' });
+    assert.equal((await create(fx.org, { name: 'One', content: 'x', slug: 'taken-slug' })).status, 201);
+    const res = await create(fx.org, { name: 'Two', content: 'x', slug: 'taken-slug' });
     assert.equal(res.status, 409, res.raw);
     assert.equal(res.body.error.code, 'conflict');
     assert.match(res.body.error.message, /taken-slug/);
@@ -228,35 +196,38 @@ describe('skills', () => {
   ];
   for (const [what, body, path] of invalid) {
     test(`creating a skill with ${what} is a 400 naming ${path}`, async () => {
-      assertValidation(await create(org, body), path);
+      assertValidation(await create(fx.org, body), path);
     });
   }
 
   test('an update with a wrong type, an unknown field or the slug is a 400 naming the field', async () => {
-    const { body: skill } = await create(org, { name: 'Strict', content: 'x' });
-    assertValidation(await patch(org, skill.id, { content: 7 }), '/body/content');
-    assertValidation(await patch(org, skill.id, { name: '' }), '/body/name');
-    assertValidation(await patch(org, skill.id, { slug: 'new-slug' }), '/body/slug');
-    assertValidation(await patch(org, skill.id, { frontmatter: { bogus: true } }), '/body/frontmatter/bogus');
-    assert.equal((await get(org, skill.id)).body.name, 'Strict');
+    const { body: skill } = await create(fx.org, { name: 'Strict', content: 'x' });
+    assertValidation(await patch(fx.org, skill.id, { content: 7 }), '/body/content');
+    assertValidation(await patch(fx.org, skill.id, { name: '' }), '/body/name');
+    assertValidation(await patch(fx.org, skill.id, { slug: 'new-slug' }), '/body/slug');
+    assertValidation(
+      await patch(fx.org, skill.id, { frontmatter: { bogus: true } }),
+      '/body/frontmatter/bogus',
+    );
+    assert.equal((await get(fx.org, skill.id)).body.name, 'Strict');
   });
 
   test('a skill id that is not a uuid is a 400 naming the path parameter', async () => {
-    assertValidation(await get(org, 'nope'), '/path/skillId');
+    assertValidation(await get(fx.org, 'nope'), '/path/skillId');
   });
 
   test("another organization's skill answers 404 on get, patch and delete and stays unchanged", async () => {
-    const { body: skill } = await create(org, { name: 'Private', content: 'mine' });
+    const { body: skill } = await create(fx.org, { name: 'Private', content: 'mine' });
     for (const res of [
-      await get(other, skill.id),
-      await patch(other, skill.id, { content: 'stolen' }),
-      await del(other, skill.id),
+      await get(fx.other, skill.id),
+      await patch(fx.other, skill.id, { content: 'stolen' }),
+      await del(fx.other, skill.id),
     ]) {
       assert.equal(res.status, 404, res.raw);
       assert.deepEqual(res.body, { error: { code: 'not_found', message: 'Skill not found' } });
     }
-    const unknown = await get(org, '00000000-0000-4000-8000-000000000000');
+    const unknown = await get(fx.org, '00000000-0000-4000-8000-000000000000');
     assert.equal(unknown.status, 404);
-    assert.deepEqual((await get(org, skill.id)).body, skill);
+    assert.deepEqual((await get(fx.org, skill.id)).body, skill);
   });
 });

@@ -1,22 +1,14 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { SourceRow } from '../src/db/sql/sources.ts';
 import { openSourceSecrets } from '../src/domain/sources.ts';
-import { type Reply, startTestService, type TestService } from './helpers/service.ts';
-
-type Org = { organizationId: string; apiKey: string };
+import { assertValidation } from './helpers/assertions.ts';
+import { resourceCalls, useTestService } from './helpers/fixtures.ts';
 
 const MASK = '********';
 const ENV_CANARY = 'env-canary-7f3a9c1e5b';
 const TOKEN_CANARY = 'token-canary-2d8e4f6a0c';
 const PASSWORD_CANARY = 'password-canary-9b1c3e5d7f';
-
-function assertValidation(res: Reply, path: string) {
-  assert.equal(res.status, 400, res.raw);
-  assert.equal(res.body.error.code, 'validation_error');
-  const paths = res.body.error.details.map((d: { path: string }) => d.path);
-  assert.ok(paths.includes(path), `expected a detail at ${path}, got ${paths.join(', ')}`);
-}
 
 function assertNoCanary(text: string, where: string) {
   for (const canary of [ENV_CANARY, TOKEN_CANARY, PASSWORD_CANARY]) {
@@ -25,27 +17,12 @@ function assertNoCanary(text: string, where: string) {
 }
 
 describe('sources', () => {
-  let svc: TestService;
-  let org: Org;
-  let other: Org;
+  // The paid plan's 300 requests a minute leave room for every test below.
+  const fx = useTestService({ orgs: ['paid', 'paid'], env: { SVC_STDIO_COMMANDS: 'npx,node' } });
+  const { create, list, get, patch, del } = resourceCalls(fx, 'sources');
 
-  const create = (o: Org, body: Record<string, unknown>) =>
-    svc.call({
-      method: 'POST',
-      url: '/api/svc/sources',
-      key: o.apiKey,
-      body: { organizationId: o.organizationId, ...body },
-    });
-  const list = (o: Org) =>
-    svc.call({ method: 'GET', url: `/api/svc/sources?organizationId=${o.organizationId}`, key: o.apiKey });
-  const get = (o: Org, id: string) =>
-    svc.call({ method: 'GET', url: `/api/svc/sources/${id}`, key: o.apiKey });
-  const patch = (o: Org, id: string, body: unknown) =>
-    svc.call({ method: 'PATCH', url: `/api/svc/sources/${id}`, key: o.apiKey, body });
-  const del = (o: Org, id: string) =>
-    svc.call({ method: 'DELETE', url: `/api/svc/sources/${id}`, key: o.apiKey });
   const row = async (id: string) => {
-    const [r] = await svc.testDb.db.query<SourceRow>('SELECT * FROM sources WHERE id = $1', [id]);
+    const [r] = await fx.db.query<SourceRow>('SELECT * FROM sources WHERE id = $1', [id]);
     assert.ok(r, 'row exists');
     return r;
   };
@@ -56,16 +33,8 @@ describe('sources', () => {
     config: { transport: 'stdio', command: 'npx', args: ['-y', '@acme/files-server'], env },
   });
 
-  before(async () => {
-    svc = await startTestService({ env: { SVC_STDIO_COMMANDS: 'npx,node' } });
-    // The paid plan's 300 requests a minute leave room for every test below.
-    org = await svc.createOrg('paid');
-    other = await svc.createOrg('paid');
-  });
-  after(() => svc.close());
-
   test('an mcp stdio source is created with its fields, inactive and without tools, and read back', async () => {
-    const res = await create(org, {
+    const res = await create(fx.org, {
       ...stdio({ API_TOKEN: ENV_CANARY }),
       description: 'Reads files',
       iconUrl: 'https://example.com/files.png',
@@ -78,7 +47,7 @@ describe('sources', () => {
       { ...source, id: undefined, createdAt: undefined, updatedAt: undefined },
       {
         id: undefined,
-        organizationId: org.organizationId,
+        organizationId: fx.org.organizationId,
         name: 'Files',
         slug: 'files',
         type: 'mcp',
@@ -97,7 +66,7 @@ describe('sources', () => {
         updatedAt: undefined,
       },
     );
-    assert.deepEqual((await get(org, source.id)).body, source);
+    assert.deepEqual((await get(fx.org, source.id)).body, source);
   });
 
   const valid: [string, Record<string, unknown>, Record<string, unknown>][] = [
@@ -130,7 +99,7 @@ describe('sources', () => {
   ];
   for (const [what, body, config] of valid) {
     test(`${what} is created with its config`, async () => {
-      const res = await create(org, { name: what, ...body });
+      const res = await create(fx.org, { name: what, ...body });
       assert.equal(res.status, 201, res.raw);
       assert.equal(res.body.type, body.type);
       assert.deepEqual(res.body.config, config);
@@ -208,34 +177,37 @@ describe('sources', () => {
   ];
   for (const [what, body, path] of invalid) {
     test(`creating ${what} is a 400 naming ${path}`, async () => {
-      assertValidation(await create(org, { name: 'Bad', ...body }), path);
+      assertValidation(await create(fx.org, { name: 'Bad', ...body }), path);
     });
   }
 
   test('creating a source without a name is a 400 naming it', async () => {
-    const res = await svc.call({
+    const res = await fx.svc.call({
       method: 'POST',
       url: '/api/svc/sources',
-      key: org.apiKey,
-      body: { organizationId: org.organizationId, type: 'local', config: {} },
+      key: fx.org.apiKey,
+      body: { organizationId: fx.org.organizationId, type: 'local', config: {} },
     });
     assertValidation(res, '/body/name');
   });
 
   test('a PATCH is validated as the merged source: a stdio config without a command is refused', async () => {
-    const { body: source } = await create(org, stdio());
-    assertValidation(await patch(org, source.id, { config: { transport: 'stdio' } }), '/body/config/command');
+    const { body: source } = await create(fx.org, stdio());
     assertValidation(
-      await patch(org, source.id, { config: { transport: 'http', url: 'ws://x.example.com' } }),
+      await patch(fx.org, source.id, { config: { transport: 'stdio' } }),
+      '/body/config/command',
+    );
+    assertValidation(
+      await patch(fx.org, source.id, { config: { transport: 'http', url: 'ws://x.example.com' } }),
       '/body/config/url',
     );
-    const ok = await patch(org, source.id, { config: { url: 'https://mcp.example.com' } });
+    const ok = await patch(fx.org, source.id, { config: { url: 'https://mcp.example.com' } });
     assert.equal(ok.status, 200, ok.raw);
     assert.deepEqual(ok.body.config, { transport: 'http', url: 'https://mcp.example.com' });
   });
 
   test('secrets never appear in clear in responses, in the database row or in the logs', async () => {
-    const created = await create(org, {
+    const created = await create(fx.org, {
       ...stdio({ API_TOKEN: ENV_CANARY }),
       name: 'Secretive',
       authType: 'basic',
@@ -253,10 +225,10 @@ describe('sources', () => {
 
     const replies = [
       created,
-      await get(org, id),
-      await list(org),
-      await patch(org, id, { name: 'Secretive 2', isActive: true }),
-      await patch(org, id, {
+      await get(fx.org, id),
+      await list(fx.org),
+      await patch(fx.org, id, { name: 'Secretive 2', isActive: true }),
+      await patch(fx.org, id, {
         config: { ...stdio().config, env: { API_TOKEN: MASK } },
         authConfig: { provider: 'acme', username: MASK, password: MASK, token: MASK },
       }),
@@ -266,102 +238,106 @@ describe('sources', () => {
       assertNoCanary(res.raw, 'a response');
     }
 
-    const [raw] = await svc.testDb.db.query('SELECT * FROM sources WHERE id = $1', [id]);
+    const [raw] = await fx.db.query('SELECT * FROM sources WHERE id = $1', [id]);
     assertNoCanary(JSON.stringify(raw), 'the database row');
     const stored = await row(id);
     assert.match(String(stored.secrets_sealed), /^v1\./);
-    assert.deepEqual(openSourceSecrets(svc.service.deps, stored), {
+    assert.deepEqual(openSourceSecrets(fx.svc.service.deps, stored), {
       env: { API_TOKEN: ENV_CANARY },
       credentials: { username: 'ada', password: PASSWORD_CANARY, token: TOKEN_CANARY },
     });
 
-    assertNoCanary(svc.logs.join(''), 'the logs');
+    assertNoCanary(fx.svc.logs.join(''), 'the logs');
   });
 
   test('a PATCH echoing the mask keeps the stored secret, a new value replaces it, an absent one is removed', async () => {
-    const { body: source } = await create(org, {
+    const { body: source } = await create(fx.org, {
       ...stdio({ KEEP: 'keep-me', REPLACE: 'old-value', DROP: 'drop-me' }),
       name: 'Rotating',
       authType: 'bearer',
       authConfig: { token: 'old-token', apiKey: 'old-api-key' },
     });
-    const res = await patch(org, source.id, {
+    const res = await patch(fx.org, source.id, {
       config: { ...stdio().config, env: { KEEP: MASK, REPLACE: 'new-value', ADDED: 'added' } },
       authConfig: { token: 'new-token', headerName: 'X-Auth' },
     });
     assert.equal(res.status, 200, res.raw);
     assert.deepEqual(res.body.config.env, { KEEP: MASK, REPLACE: MASK, ADDED: MASK });
     assert.deepEqual(res.body.authConfig, { headerName: 'X-Auth', token: MASK });
-    assert.deepEqual(openSourceSecrets(svc.service.deps, await row(source.id)), {
+    assert.deepEqual(openSourceSecrets(fx.svc.service.deps, await row(source.id)), {
       env: { KEEP: 'keep-me', REPLACE: 'new-value', ADDED: 'added' },
       credentials: { token: 'new-token' },
     });
 
     // A PATCH without config or authConfig leaves every secret as it was.
-    assert.equal((await patch(org, source.id, { description: 'unchanged secrets' })).status, 200);
-    assert.deepEqual(openSourceSecrets(svc.service.deps, await row(source.id)).env.KEEP, 'keep-me');
+    assert.equal((await patch(fx.org, source.id, { description: 'unchanged secrets' })).status, 200);
+    assert.deepEqual(openSourceSecrets(fx.svc.service.deps, await row(source.id)).env.KEEP, 'keep-me');
 
     // null clears authConfig and its credentials.
-    const cleared = await patch(org, source.id, { authConfig: null, authType: null });
+    const cleared = await patch(fx.org, source.id, { authConfig: null, authType: null });
     assert.equal(cleared.status, 200, cleared.raw);
     assert.equal('authConfig' in cleared.body, false);
     assert.equal('authType' in cleared.body, false);
-    assert.deepEqual(openSourceSecrets(svc.service.deps, await row(source.id)).credentials, {});
+    assert.deepEqual(openSourceSecrets(fx.svc.service.deps, await row(source.id)).credentials, {});
 
     // The mask of a key that has no stored value is refused, and nothing changes.
     assertValidation(
-      await patch(org, source.id, { config: { ...stdio().config, env: { NEVER_SET: MASK } } }),
+      await patch(fx.org, source.id, { config: { ...stdio().config, env: { NEVER_SET: MASK } } }),
       '/body/config/env/NEVER_SET',
     );
-    assert.deepEqual((await get(org, source.id)).body.config.env, { KEEP: MASK, REPLACE: MASK, ADDED: MASK });
+    assert.deepEqual((await get(fx.org, source.id)).body.config.env, {
+      KEEP: MASK,
+      REPLACE: MASK,
+      ADDED: MASK,
+    });
   });
 
   test('a sealed secret copied into another source row fails to decrypt', async () => {
-    const { body: a } = await create(org, { ...stdio({ A: 'secret-a' }), name: 'A' });
-    const { body: b } = await create(org, { ...stdio({ B: 'secret-b' }), name: 'B' });
-    await svc.testDb.db.query(
+    const { body: a } = await create(fx.org, { ...stdio({ A: 'secret-a' }), name: 'A' });
+    const { body: b } = await create(fx.org, { ...stdio({ B: 'secret-b' }), name: 'B' });
+    await fx.db.query(
       'UPDATE sources SET secrets_sealed = (SELECT secrets_sealed FROM sources WHERE id = $1) WHERE id = $2',
       [a.id, b.id],
     );
     const copied = await row(b.id);
     assert.equal(copied.secrets_sealed, (await row(a.id)).secrets_sealed);
-    assert.throws(() => openSourceSecrets(svc.service.deps, copied));
-    assert.deepEqual(openSourceSecrets(svc.service.deps, await row(a.id)).env, { A: 'secret-a' });
+    assert.throws(() => openSourceSecrets(fx.svc.service.deps, copied));
+    assert.deepEqual(openSourceSecrets(fx.svc.service.deps, await row(a.id)).env, { A: 'secret-a' });
   });
 
   test('isActive is false at creation and a PATCH sets it', async () => {
-    const { body: source } = await create(org, { type: 'local', name: 'Toggle', config: {} });
+    const { body: source } = await create(fx.org, { type: 'local', name: 'Toggle', config: {} });
     assert.equal(source.isActive, false);
-    const on = await patch(org, source.id, { isActive: true });
+    const on = await patch(fx.org, source.id, { isActive: true });
     assert.equal(on.status, 200, on.raw);
     assert.equal(on.body.isActive, true);
-    assert.equal((await get(org, source.id)).body.isActive, true);
-    assertValidation(await patch(org, source.id, { isActive: 'yes' }), '/body/isActive');
-    assertValidation(await patch(org, source.id, { type: 'api' }), '/body/type');
+    assert.equal((await get(fx.org, source.id)).body.isActive, true);
+    assertValidation(await patch(fx.org, source.id, { isActive: 'yes' }), '/body/isActive');
+    assertValidation(await patch(fx.org, source.id, { type: 'api' }), '/body/type');
   });
 
   test('slugs are generated from the name, and an explicit duplicate is a 409 naming it', async () => {
-    const a = await create(org, { type: 'local', name: 'Weather API', config: {} });
-    const b = await create(org, { type: 'local', name: 'Weather  API', config: {} });
+    const a = await create(fx.org, { type: 'local', name: 'Weather API', config: {} });
+    const b = await create(fx.org, { type: 'local', name: 'Weather  API', config: {} });
     assert.equal(a.body.slug, 'weather-api');
     assert.equal(b.body.slug, 'weather-api-2');
-    const dup = await create(org, { type: 'local', name: 'Other', config: {}, slug: 'weather-api' });
+    const dup = await create(fx.org, { type: 'local', name: 'Other', config: {}, slug: 'weather-api' });
     assert.equal(dup.status, 409, dup.raw);
     assert.equal(dup.body.error.code, 'conflict');
     assert.match(dup.body.error.message, /weather-api/);
     assertValidation(
-      await create(org, { type: 'local', name: 'x', config: {}, slug: 'Not A Slug' }),
+      await create(fx.org, { type: 'local', name: 'x', config: {}, slug: 'Not A Slug' }),
       '/body/slug',
     );
   });
 
   test('the list shows only the own organization, newest first', async () => {
-    const fresh = await svc.createOrg();
+    const fresh = await fx.svc.createOrg();
     const ids: string[] = [];
     for (const name of ['one', 'two', 'three']) {
       ids.push((await create(fresh, { type: 'local', name, config: {} })).body.id);
     }
-    await create(other, { type: 'local', name: 'theirs', config: {} });
+    await create(fx.other, { type: 'local', name: 'theirs', config: {} });
     const res = await list(fresh);
     assert.equal(res.status, 200);
     assert.deepEqual(
@@ -371,11 +347,11 @@ describe('sources', () => {
   });
 
   test('testing a source answers 501 not_implemented for an own source and 404 for another organization', async () => {
-    const { body: source } = await create(org, { type: 'local', name: 'Testable', config: {} });
-    const own = await svc.call({
+    const { body: source } = await create(fx.org, { type: 'local', name: 'Testable', config: {} });
+    const own = await fx.svc.call({
       method: 'POST',
       url: `/api/svc/sources/${source.id}/test`,
-      key: org.apiKey,
+      key: fx.org.apiKey,
     });
     assert.equal(own.status, 501, own.raw);
     assert.deepEqual(own.body, {
@@ -384,34 +360,34 @@ describe('sources', () => {
         message: 'Testing a source connection is not available yet: it arrives with the run engine',
       },
     });
-    const theirs = await svc.call({
+    const theirs = await fx.svc.call({
       method: 'POST',
       url: `/api/svc/sources/${source.id}/test`,
-      key: other.apiKey,
+      key: fx.other.apiKey,
     });
     assert.equal(theirs.status, 404, theirs.raw);
     assert.equal(theirs.body.error.code, 'not_found');
   });
 
   test("another organization's source answers 404 on get, patch and delete and stays unchanged", async () => {
-    const { body: source } = await create(org, { ...stdio({ K: 'v' }), name: 'Mine' });
+    const { body: source } = await create(fx.org, { ...stdio({ K: 'v' }), name: 'Mine' });
     for (const res of [
-      await get(other, source.id),
-      await patch(other, source.id, { name: 'stolen', isActive: true }),
-      await del(other, source.id),
+      await get(fx.other, source.id),
+      await patch(fx.other, source.id, { name: 'stolen', isActive: true }),
+      await del(fx.other, source.id),
     ]) {
       assert.equal(res.status, 404, res.raw);
       assert.deepEqual(res.body, { error: { code: 'not_found', message: 'Source not found' } });
     }
-    assert.deepEqual((await get(org, source.id)).body, source);
+    assert.deepEqual((await get(fx.org, source.id)).body, source);
   });
 
   test('a deleted source answers 204 with no body, then 404', async () => {
-    const { body: source } = await create(org, { type: 'local', name: 'Doomed', config: {} });
-    const res = await del(org, source.id);
+    const { body: source } = await create(fx.org, { type: 'local', name: 'Doomed', config: {} });
+    const res = await del(fx.org, source.id);
     assert.equal(res.status, 204);
     assert.equal(res.raw, '');
-    assert.equal((await get(org, source.id)).status, 404);
-    assert.equal((await del(org, source.id)).status, 404);
+    assert.equal((await get(fx.org, source.id)).status, 404);
+    assert.equal((await del(fx.org, source.id)).status, 404);
   });
 });

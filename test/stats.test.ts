@@ -1,58 +1,12 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
-import type { Queryable } from '../src/db/db.ts';
-import { insertRun } from '../src/db/sql/runs.ts';
-import { type RunOutcome, recordRunOutcome } from '../src/db/sql/usage.ts';
-import { startTestService, type TestService } from './helpers/service.ts';
-
-async function insertTask(db: Queryable, organizationId: string, status = 'active'): Promise<string> {
-  const id = randomUUID();
-  await db.query(
-    `INSERT INTO tasks (id, organization_id, name, prompt, model, schedule, status, created_at, updated_at)
-     VALUES ($1, $2, 'A task', 'Say hello', 'openai/gpt-4o-mini', 'daily', $3, now(), now())`,
-    [id, organizationId, status],
-  );
-  return id;
-}
-
-async function addRun(db: Queryable, organizationId: string, taskId: string, outcome?: RunOutcome) {
-  const run = await insertRun(db, {
-    id: randomUUID(),
-    organizationId,
-    taskId,
-    slotAt: null,
-    trigger: 'manual',
-    now: new Date(),
-  });
-  if (outcome) {
-    await db.query('UPDATE runs SET status = $2, cost_cents = $3, tokens_used = $4 WHERE id = $1', [
-      run.id,
-      outcome.status,
-      outcome.costCents,
-      outcome.tokensUsed,
-    ]);
-    await recordRunOutcome(db, run.id, outcome);
-  }
-  return run.id;
-}
+import { describe, test } from 'node:test';
+import { addRun, insertTask, useTestService } from './helpers/fixtures.ts';
 
 describe('statistics', () => {
-  let svc: TestService;
-  let db: Queryable;
-  let org: { organizationId: string; apiKey: string };
-  let other: { organizationId: string; apiKey: string };
+  const fx = useTestService({ orgs: ['free', 'free'] });
 
-  const stats = (o = org) =>
-    svc.call({ method: 'GET', url: `/api/svc/stats?organizationId=${o.organizationId}`, key: o.apiKey });
-
-  before(async () => {
-    svc = await startTestService();
-    db = svc.testDb.db;
-    org = await svc.createOrg();
-    other = await svc.createOrg();
-  });
-  after(() => svc.close());
+  const stats = (o = fx.org) =>
+    fx.svc.call({ method: 'GET', url: `/api/svc/stats?organizationId=${o.organizationId}`, key: o.apiKey });
 
   test('a new organization has all statistics at zero', async () => {
     const res = await stats();
@@ -70,17 +24,29 @@ describe('statistics', () => {
 
   let first: string;
   test('tasks and run outcomes are counted exactly', async () => {
-    first = await insertTask(db, org.organizationId);
-    const second = await insertTask(db, org.organizationId);
-    await insertTask(db, org.organizationId, 'paused');
-    await addRun(db, org.organizationId, first, { status: 'completed', costCents: 1.5, tokensUsed: 100 });
-    await addRun(db, org.organizationId, first, { status: 'completed', costCents: 2.25, tokensUsed: 200 });
-    await addRun(db, org.organizationId, first, { status: 'failed', costCents: 0.5, tokensUsed: 10 });
-    await addRun(db, org.organizationId, second);
-    await addRun(db, org.organizationId, second, { status: 'running', costCents: 0, tokensUsed: 0 });
+    first = await insertTask(fx.db, fx.org.organizationId);
+    const second = await insertTask(fx.db, fx.org.organizationId);
+    await insertTask(fx.db, fx.org.organizationId, { status: 'paused' });
+    await addRun(fx.db, fx.org.organizationId, first, {
+      status: 'completed',
+      costCents: 1.5,
+      tokensUsed: 100,
+    });
+    await addRun(fx.db, fx.org.organizationId, first, {
+      status: 'completed',
+      costCents: 2.25,
+      tokensUsed: 200,
+    });
+    await addRun(fx.db, fx.org.organizationId, first, { status: 'failed', costCents: 0.5, tokensUsed: 10 });
+    await addRun(fx.db, fx.org.organizationId, second);
+    await addRun(fx.db, fx.org.organizationId, second, { status: 'running', costCents: 0, tokensUsed: 0 });
     // Another organization's figures never leak in.
-    const theirs = await insertTask(db, other.organizationId);
-    await addRun(db, other.organizationId, theirs, { status: 'completed', costCents: 99, tokensUsed: 9999 });
+    const theirs = await insertTask(fx.db, fx.other.organizationId);
+    await addRun(fx.db, fx.other.organizationId, theirs, {
+      status: 'completed',
+      costCents: 99,
+      tokensUsed: 9999,
+    });
 
     const res = await stats();
     assert.equal(res.status, 200, res.raw);
@@ -96,8 +62,8 @@ describe('statistics', () => {
   });
 
   test('deleting a task lowers the task counts but never the run figures', async () => {
-    await db.query('DELETE FROM tasks WHERE id = $1', [first]);
-    const left = await db.query('SELECT 1 FROM runs WHERE task_id = $1', [first]);
+    await fx.db.query('DELETE FROM tasks WHERE id = $1', [first]);
+    const left = await fx.db.query('SELECT 1 FROM runs WHERE task_id = $1', [first]);
     assert.equal(left.length, 0, 'the runs went with the task');
     const res = await stats();
     assert.deepEqual(res.body, {
@@ -112,26 +78,26 @@ describe('statistics', () => {
   });
 
   test('the other organization sees only its own figures', async () => {
-    const res = await stats(other);
+    const res = await stats(fx.other);
     assert.equal(res.body.totalRuns, 1);
     assert.equal(res.body.totalCostCents, 99);
     assert.equal(res.body.totalTasks, 1);
   });
 
   test("statistics of another organization's id are refused with 401", async () => {
-    const res = await svc.call({
+    const res = await fx.svc.call({
       method: 'GET',
-      url: `/api/svc/stats?organizationId=${other.organizationId}`,
-      key: org.apiKey,
+      url: `/api/svc/stats?organizationId=${fx.other.organizationId}`,
+      key: fx.org.apiKey,
     });
     assert.equal(res.status, 401);
   });
 
   test('statistics refuse unknown query parameters', async () => {
-    const res = await svc.call({
+    const res = await fx.svc.call({
       method: 'GET',
-      url: `/api/svc/stats?organizationId=${org.organizationId}&limit=5`,
-      key: org.apiKey,
+      url: `/api/svc/stats?organizationId=${fx.org.organizationId}&limit=5`,
+      key: fx.org.apiKey,
     });
     assert.equal(res.status, 400);
   });

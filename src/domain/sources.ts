@@ -167,7 +167,9 @@ function prepareConfig(
 
   const env: Record<string, string> = {};
   for (const [name, value] of Object.entries(envInput ?? {})) {
-    const resolved = resolveSecret(value, previousEnv[name], at(`env/${name}`), details);
+    // Own keys only: a name such as `constructor` must not find Object.prototype's member.
+    const previous = Object.hasOwn(previousEnv, name) ? previousEnv[name] : undefined;
+    const resolved = resolveSecret(value, previous, at(`env/${name}`), details);
     if (resolved !== undefined) env[name] = resolved;
   }
   const names = Object.keys(envInput ?? {});
@@ -200,8 +202,12 @@ function prepareAuthConfig(
   return { authConfig, credentials };
 }
 
+/** Like a schema failure, the message repeats the first detail and counts the others. */
 function throwIfInvalid(details: ErrorDetail[]): void {
-  if (details.length > 0) throw errors.validation('The source is not valid', details);
+  const [first] = details;
+  if (!first) return;
+  const more = details.length > 1 ? ` (${details.length - 1} more problem(s) in details)` : '';
+  throw errors.validation(`${first.path} ${first.message}${more}`, details);
 }
 
 export async function createSource(
