@@ -313,4 +313,45 @@ describe('tasks', () => {
     });
     assert.equal(resume.status, 403);
   });
+
+  test('skill ids and destination ids are accepted in upper case, like any uuid', async () => {
+    const skill = await svc.call({
+      method: 'POST',
+      url: '/api/svc/skills',
+      key: org.apiKey,
+      body: { organizationId: org.organizationId, name: `Caps ${Date.now()}`, content: 'Be brief' },
+    });
+    assert.equal(skill.status, 201, skill.raw);
+    const res = await create({
+      ...base(),
+      skillIds: [skill.body.id.toUpperCase()],
+      destinations: [{ type: 'email', value: 'ops@example.com' }],
+    });
+    assert.equal(res.status, 201, res.raw);
+    assert.deepEqual(res.body.skillIds, [skill.body.id]);
+    const destinationId = res.body.destinations[0].id as string;
+    const patched = await svc.call({
+      method: 'PATCH',
+      url: `/api/svc/tasks/${res.body.id}/destinations/${destinationId.toUpperCase()}`,
+      key: org.apiKey,
+      body: { label: 'Ops' },
+    });
+    assert.equal(patched.status, 200, patched.raw);
+    assert.equal(patched.body.label, 'Ops');
+  });
+
+  test('a task whose model left the catalog can still be paused; naming an unknown model is refused', async () => {
+    const res = await create(base());
+    assert.equal(res.status, 201);
+    await svc.service.deps.db.query("UPDATE tasks SET model = 'retired/model-1' WHERE id = $1", [
+      res.body.id,
+    ]);
+    const url = `/api/svc/tasks/${res.body.id}`;
+    const paused = await svc.call({ method: 'PATCH', url, key: org.apiKey, body: { status: 'paused' } });
+    assert.equal(paused.status, 200, paused.raw);
+    assert.equal(paused.body.model, 'retired/model-1');
+    const bad = await svc.call({ method: 'PATCH', url, key: org.apiKey, body: { model: 'retired/model-1' } });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.body.error.details[0].path, '/body/model');
+  });
 });

@@ -89,7 +89,7 @@ export async function changeDestination(
 ): Promise<Destination> {
   return deps.db.transaction(async (tx) => {
     const task = (await lockTask(tx, organizationId, taskId)) && (await findTask(tx, organizationId, taskId));
-    const current = task ? task.destinations.find((d) => d.id === destinationId) : undefined;
+    const current = task ? task.destinations.find((d) => d.id === destinationId.toLowerCase()) : undefined;
     if (!current) throw errors.notFound('Destination');
     const next = {
       type: patch.type ?? current.type,

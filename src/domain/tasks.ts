@@ -83,6 +83,7 @@ function checkRules(
   deps: Pick<Deps, 'models'>,
   f: TaskFields,
   destinations: TaskCreateBody['destinations'],
+  modelGiven: boolean,
 ): void {
   const details: ErrorDetail[] = [];
   if (!isValidTimezone(f.timezone))
@@ -91,7 +92,10 @@ function checkRules(
     const cron = checkCronExpression(f.cron_expression);
     if (!cron.ok) details.push({ path: '/body/cronExpression', message: cron.message });
   }
-  if (!deps.models.find(f.model)) {
+  // Only a model the request names is checked: a PATCH of another field must not fail because
+  // the operator's catalog has since dropped the task's stored model (its runs then fail with a
+  // message saying so).
+  if (modelGiven && !deps.models.find(f.model)) {
     details.push({
       path: '/body/model',
       message: `"${f.model}" is not a model of the catalog (GET /api/svc/models)`,
@@ -124,7 +128,8 @@ async function checkOwnership(
     if (!ids?.length) continue;
     const owned = await ownedIds(db, table, organizationId, ids);
     ids.forEach((id, i) => {
-      if (!owned.has(id))
+      // uuids are case-insensitive; the database answers in lower case.
+      if (!owned.has(id.toLowerCase()))
         details.push({
           path: `/body/${field}/${i}`,
           message: `no ${table.slice(0, -1)} ${id} in this organization`,
@@ -169,7 +174,7 @@ export async function createTask(deps: Deps, organizationId: string, body: TaskC
     next_run_at: null,
     updated_at: now,
   };
-  checkRules(deps, fields, body.destinations);
+  checkRules(deps, fields, body.destinations, true);
   pinWeekday(fields, now);
   fields.next_run_at = firstSlot(scheduleSpecOf(fields), now);
   const id = newId();
@@ -237,7 +242,7 @@ export async function updateTaskOf(
       next_run_at: current.next_run_at,
       updated_at: now,
     };
-    checkRules(deps, next, patch.destinations);
+    checkRules(deps, next, patch.destinations, patch.model !== undefined);
     pinWeekday(next, now);
 
     // nextRunAt: only active tasks have one. Resuming, or changing when the task runs,
