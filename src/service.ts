@@ -26,7 +26,7 @@ export interface DemoOrganization {
 
 export interface Service {
   deps: Deps;
-  /** The HTTP app when the api role runs here. */
+  /** The HTTP app: the whole API with the api role, else only /healthz, /readyz and /metrics. */
   app: App | undefined;
   /** The bound address, e.g. http://127.0.0.1:8787, when listening. */
   url: string | undefined;
@@ -95,10 +95,12 @@ export async function startService(config: Config, options: StartOptions = {}): 
     }
     loops = { scheduler, worker };
     let url: string | undefined;
+    // Every process serves HTTP: the api role the whole surface, the others /healthz, /readyz
+    // and /metrics only.
+    app = await buildApp(deps, config.roles.has('api') ? 'full' : 'operations');
+    if (options.listen !== false) url = await app.listen({ host: config.host, port: config.port });
+    else await app.ready();
     if (config.roles.has('api')) {
-      app = await buildApp(deps);
-      if (options.listen !== false) url = await app.listen({ host: config.host, port: config.port });
-      else await app.ready();
       const prune = () =>
         pruneRateLimitCounters(db, windowStart(clock.now())).catch((err: Error) =>
           log.warn({ err: err.message }, 'rate-limit counter pruning failed'),

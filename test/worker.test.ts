@@ -5,18 +5,9 @@ import { modelExecutor } from '../src/runner/model-executor.ts';
 import { RunWorker } from '../src/worker/worker.ts';
 import { type ModelReply, type ModelServer, startModelServer } from './helpers/model-server.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
+import { waitFor } from './helpers/wait.ts';
 
 type Org = { organizationId: string; apiKey: string };
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await fn();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 /** A service with running scheduler and worker loops, its model provider a local server. */
 async function startWorkerService(
@@ -367,4 +358,26 @@ describe('the worker', () => {
       await model.close();
     }
   });
+});
+
+test('a worker-only process serves /healthz, /readyz and /metrics, and nothing of the API', async () => {
+  const svc = await startTestService({ env: { SVC_ROLE: 'worker' } });
+  try {
+    assert.equal((await svc.call({ method: 'GET', url: '/healthz' })).status, 200);
+    assert.equal((await svc.call({ method: 'GET', url: '/readyz' })).status, 200);
+    const metrics = await svc.call({ method: 'GET', url: '/metrics' });
+    assert.equal(metrics.status, 200);
+    assert.match(metrics.raw, /svc_worker_runs_in_flight/);
+    // Like any unknown path under /api/svc/, it asks for a key first; with one it would be a 404.
+    const api = await svc.call({ method: 'GET', url: '/api/svc/models' });
+    assert.equal(api.status, 401);
+    assert.equal(
+      svc.app.registeredRoutes.some((r) => r.url.startsWith('/api/')),
+      false,
+    );
+    assert.equal(svc.service.scheduler, undefined);
+    assert.ok(svc.service.worker);
+  } finally {
+    await svc.close();
+  }
 });

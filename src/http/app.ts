@@ -22,8 +22,15 @@ import type { App } from './types.ts';
 /** Request bodies above this are refused with 413 before they are parsed. */
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 
-/** Builds the HTTP application (the api role). Listening is the caller's business. */
-export async function buildApp(deps: Deps): Promise<App> {
+/**
+ * What the app serves: `full` is the api role; `operations` is only /healthz, /readyz and
+ * /metrics, for processes without the api role (a scheduler or a worker must still be
+ * observable and probe-able).
+ */
+export type AppSurface = 'full' | 'operations';
+
+/** Builds the HTTP application. Listening is the caller's business. */
+export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promise<App> {
   const app = Fastify({
     loggerInstance: deps.log,
     // One line per request is written by the observability hook instead.
@@ -71,6 +78,10 @@ export async function buildApp(deps: Deps): Promise<App> {
   await installOpenApi(app, deps.config.publicUrl);
 
   healthRoutes(app, deps);
+  if (surface === 'operations') {
+    await app.ready();
+    return app;
+  }
   adminOrganizationRoutes(app, deps);
   adminKeyRoutes(app, deps);
   taskRoutes(app, deps);

@@ -36,10 +36,11 @@ export async function startServerProcess(
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`server did not start in time:\n${out}\n${err}`)),
-      timeoutMs,
-    );
+    const timer = setTimeout(() => {
+      // A child left running would keep the test process alive after the failure.
+      child.kill('SIGKILL');
+      reject(new Error(`server did not start in time:\n${out}\n${err}`));
+    }, timeoutMs);
     const check = () => {
       const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
       if (m?.[1]) {
