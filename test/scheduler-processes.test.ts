@@ -44,6 +44,19 @@ describe('scheduling across processes', {
     return slot;
   }
 
+  /** Waits until `count` runs of the prefix's tasks exist and all have finished. */
+  const finishedRunsOf = (promptPrefix: string, count: number) =>
+    waitFor(
+      `${count} finished runs`,
+      async () => {
+        const rows = await runsOf(promptPrefix);
+        return rows.length >= count && rows.every((r) => r.status === 'completed' || r.status === 'failed')
+          ? rows
+          : undefined;
+      },
+      LONG,
+    );
+
   const runsOf = async (promptPrefix: string) =>
     (
       await sql.query<{ task_id: string; status: string; attempts: number; slot_at: Date }>(
@@ -99,16 +112,7 @@ describe('scheduling across processes', {
 
   test('500 tasks due in the same minute get exactly 500 runs, each executed once', async () => {
     const slot = await insertDueTasks(500, 'fast');
-    const runs = await waitFor(
-      '500 finished runs',
-      async () => {
-        const rows = await runsOf('fast');
-        return rows.length >= 500 && rows.every((r) => r.status === 'completed' || r.status === 'failed')
-          ? rows
-          : undefined;
-      },
-      LONG,
-    );
+    const runs = await finishedRunsOf('fast', 500);
     assert.equal(runs.length, 500);
     assert.equal(new Set(runs.map((r) => r.task_id)).size, 500, 'one run per task');
     assert.ok(runs.every((r) => r.status === 'completed'));
@@ -144,16 +148,7 @@ describe('scheduling across processes', {
     victim.child.kill('SIGKILL');
     await victim.exited;
 
-    const runs = await waitFor(
-      '200 finished runs',
-      async () => {
-        const rows = await runsOf('slow');
-        return rows.length >= 200 && rows.every((r) => r.status === 'completed' || r.status === 'failed')
-          ? rows
-          : undefined;
-      },
-      LONG,
-    );
+    const runs = await finishedRunsOf('slow', 200);
     assert.equal(runs.length, 200, 'no run lost, none duplicated');
     assert.equal(new Set(runs.map((r) => r.task_id)).size, 200);
     assert.ok(

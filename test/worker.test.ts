@@ -58,6 +58,27 @@ async function finishedRun(svc: TestService, org: Org, runId: string) {
   });
 }
 
+/** A run left "running" by a worker that no longer exists, its lease expired a second ago. */
+async function insertOrphanedRun(
+  svc: TestService,
+  org: Org,
+  taskId: string,
+  attempts: number,
+): Promise<string> {
+  const id = randomUUID();
+  const { db } = svc.service.deps;
+  await db.query(
+    `INSERT INTO runs (id, organization_id, task_id, trigger, status, created_at, started_at, lease_owner, lease_expires_at, attempts)
+     VALUES ($1, $2, $3, 'manual', 'running', now(), now(), 'gone:1:abc', now() - interval '1 second', $4)`,
+    [id, org.organizationId, taskId, attempts],
+  );
+  await db.query(
+    `INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at) VALUES ($1, $2, $3, 'running', now())`,
+    [id, org.organizationId, taskId],
+  );
+  return id;
+}
+
 async function unlimited(svc: TestService, org: Org) {
   await svc.call({
     method: 'PATCH',
@@ -180,18 +201,8 @@ describe('the worker', () => {
 
     test('a run whose worker died is taken over when its lease expires', async () => {
       const task = await newTask(svc, org);
-      const id = randomUUID();
       const { db } = svc.service.deps;
-      // A run left "running" by a worker that no longer exists, its lease just expired.
-      await db.query(
-        `INSERT INTO runs (id, organization_id, task_id, trigger, status, created_at, started_at, lease_owner, lease_expires_at, attempts)
-         VALUES ($1, $2, $3, 'manual', 'running', now(), now(), 'gone:1:abc', now() - interval '1 second', 1)`,
-        [id, org.organizationId, task.id],
-      );
-      await db.query(
-        `INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at) VALUES ($1, $2, $3, 'running', now())`,
-        [id, org.organizationId, task.id],
-      );
+      const id = await insertOrphanedRun(svc, org, task.id, 1);
       const run = await finishedRun(svc, org, id);
       assert.equal(run.status, 'completed');
       const [row] = await db.query<{ attempts: number; lease_owner: string | null }>(
@@ -204,17 +215,7 @@ describe('the worker', () => {
 
     test('a run whose workers died too often is failed with a clear error', async () => {
       const task = await newTask(svc, org);
-      const id = randomUUID();
-      const { db } = svc.service.deps;
-      await db.query(
-        `INSERT INTO runs (id, organization_id, task_id, trigger, status, created_at, started_at, lease_owner, lease_expires_at, attempts)
-         VALUES ($1, $2, $3, 'manual', 'running', now(), now(), 'gone:1:abc', now() - interval '1 second', 3)`,
-        [id, org.organizationId, task.id],
-      );
-      await db.query(
-        `INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at) VALUES ($1, $2, $3, 'running', now())`,
-        [id, org.organizationId, task.id],
-      );
+      const id = await insertOrphanedRun(svc, org, task.id, 3);
       const run = await finishedRun(svc, org, id);
       assert.equal(run.status, 'failed');
       assert.match(run.error, /started 3 times .* stopped responding/);

@@ -9,6 +9,7 @@ import { advanceTask, lockDueTasks, nearestDueAt } from '../db/sql/scheduler.ts'
 import { hasRunInFlight, type TaskRow } from '../db/sql/tasks.ts';
 import { currentTime, notify } from '../db/sql/time.ts';
 import type { Deps } from '../domain/deps.ts';
+import { CoalescedTask } from '../lib/coalesced-task.ts';
 import { newId } from '../lib/ids.ts';
 import { planDueSlot } from './due-slot.ts';
 import { scheduleSpecOf } from './task-spec.ts';
@@ -33,8 +34,7 @@ export class DueTaskClaimer {
   readonly #deps: Deps;
   #timer: NodeJS.Timeout | undefined;
   #unlisten: (() => Promise<void>) | undefined;
-  #running: Promise<void> | undefined;
-  #again = false;
+  readonly #passes = new CoalescedTask(() => this.#pass());
   #stopped = false;
 
   constructor(deps: Deps) {
@@ -49,34 +49,24 @@ export class DueTaskClaimer {
 
   /** Asks for a look as soon as possible (coalesced with one in progress). */
   wake(): void {
-    if (this.#stopped) return;
-    if (this.#running) {
-      this.#again = true;
-      return;
-    }
-    this.#running = this.#loop().finally(() => {
-      this.#running = undefined;
-    });
+    this.#passes.request();
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
     await this.#unlisten?.();
-    await this.#running;
+    await this.#passes.stop();
   }
 
-  async #loop(): Promise<void> {
-    do {
-      this.#again = false;
-      try {
-        await this.tick();
-        await this.#sleepUntilNextSlot();
-      } catch (err) {
-        this.#deps.log.error({ err }, 'scheduler tick failed; retrying');
-        this.#arm(5_000);
-      }
-    } while (this.#again && !this.#stopped);
+  async #pass(): Promise<void> {
+    try {
+      await this.tick();
+      await this.#sleepUntilNextSlot();
+    } catch (err) {
+      this.#deps.log.error({ err }, 'scheduler tick failed; retrying');
+      this.#arm(5_000);
+    }
   }
 
   async #sleepUntilNextSlot(): Promise<void> {

@@ -18,6 +18,7 @@ import {
 import type { RunRow } from '../db/sql/runs.ts';
 import { currentTime, notify } from '../db/sql/time.ts';
 import type { Deps } from '../domain/deps.ts';
+import { CoalescedTask } from '../lib/coalesced-task.ts';
 import type { RunExecutor, RunResult } from '../runner/executor.ts';
 
 /** Why an execution was cut short. */
@@ -37,8 +38,7 @@ export class RunWorker {
   #unlisten: (() => Promise<void>) | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #poll: NodeJS.Timeout | undefined;
-  #claiming: Promise<void> | undefined;
-  #again = false;
+  readonly #claims = new CoalescedTask(() => this.#claimPass());
   #stopping = false;
 
   constructor(deps: Deps, executor: RunExecutor) {
@@ -60,14 +60,7 @@ export class RunWorker {
 
   /** Asks for a claim as soon as possible (coalesced with one in progress). */
   wake(): void {
-    if (this.#stopping) return;
-    if (this.#claiming) {
-      this.#again = true;
-      return;
-    }
-    this.#claiming = this.#claimLoop().finally(() => {
-      this.#claiming = undefined;
-    });
+    if (!this.#stopping) this.#claims.request();
   }
 
   /** Runs being executed here now. */
@@ -83,7 +76,7 @@ export class RunWorker {
     this.#stopping = true;
     if (this.#poll) clearInterval(this.#poll);
     await this.#unlisten?.();
-    await this.#claiming;
+    await this.#claims.stop();
     const all = () => Promise.all([...this.#active.values()].map((a) => a.done));
     let timer: NodeJS.Timeout | undefined;
     const graceOver = new Promise<'grace_over'>((resolve) => {
@@ -98,15 +91,12 @@ export class RunWorker {
     if (this.#heartbeat) clearInterval(this.#heartbeat);
   }
 
-  async #claimLoop(): Promise<void> {
-    do {
-      this.#again = false;
-      try {
-        await this.#claimFreeSlots();
-      } catch (err) {
-        this.#deps.log.error({ err }, 'claiming runs failed; retrying at the next wake-up');
-      }
-    } while (this.#again && !this.#stopping);
+  async #claimPass(): Promise<void> {
+    try {
+      await this.#claimFreeSlots();
+    } catch (err) {
+      this.#deps.log.error({ err }, 'claiming runs failed; retrying at the next wake-up');
+    }
   }
 
   async #claimFreeSlots(): Promise<void> {
