@@ -271,6 +271,23 @@ describe('the worker', () => {
     }
   });
 
+  test('a run still executing after the run timeout is failed with an error that says so', async () => {
+    const { svc, model } = await startWorkerService(() => ({ delayMs: 4_000 }), {
+      SVC_RUN_TIMEOUT_SECONDS: '1',
+    });
+    try {
+      const org = await svc.createOrg('paid');
+      const task = await newTask(svc, org);
+      const run = await finishedRun(svc, org, await runNow(svc, org, task.id));
+      assert.equal(run.status, 'failed');
+      assert.match(run.error, /did not finish within 1 s/);
+      assert.equal(run.output, undefined);
+    } finally {
+      await svc.close();
+      await model.close();
+    }
+  });
+
   test('one organization cannot take more than its share of workers while another waits', async () => {
     // Each answer takes 300 ms; the worker runs 3 at once, an organization at most 2.
     let running = new Map<string, number>();

@@ -136,7 +136,6 @@ export class RunWorker {
     await requeueRuns(
       tx,
       retry.map((r) => r.id),
-      false,
     );
     for (const r of giveUp) {
       await finishRun(tx, r.id, null, {
@@ -177,14 +176,14 @@ export class RunWorker {
 
   async #execute(run: RunRow, startedAt: Date, signal: AbortSignal): Promise<void> {
     const { db, clock, log, metrics } = this.#deps;
-    let result: RunResult;
     const context = await loadRunContext(db, run.task_id);
     if (!context) return; // The task was deleted; its runs went with it.
+    // An aborted execution may throw or return; either way the abort reason decides below.
+    let result: RunResult | undefined;
     try {
       result = await this.#executor.execute({ run, context, startedAt }, signal);
     } catch (err) {
       if (!signal.aborted) throw err;
-      result = { ok: false, errorType: 'timeout', message: '', tokensUsed: 0, costCents: 0 };
     }
     const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
     switch (reason) {
@@ -205,13 +204,14 @@ export class RunWorker {
           ok: false,
           errorType: 'timeout',
           message: `The run did not finish within ${Math.round(this.#deps.config.worker.runTimeoutMs / 1000)} s and was stopped`,
-          tokensUsed: result.tokensUsed,
-          costCents: result.costCents,
+          tokensUsed: result?.tokensUsed ?? 0,
+          costCents: result?.costCents ?? 0,
         };
         break;
       case undefined:
         break;
     }
+    if (!result) throw new Error('the executor returned no result without being aborted');
     const completedAt = await currentTime(db, clock);
     const finished = await finishRun(db, run.id, this.id, {
       status: result.ok ? 'completed' : 'failed',

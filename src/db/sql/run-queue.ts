@@ -76,15 +76,15 @@ export function lockExpiredLeases(tx: Queryable, now: Date): Promise<ExpiredLeas
   );
 }
 
-/** Puts runs back in the queue for another worker (a takeover, or a release on shutdown). */
-export async function requeueRuns(tx: Queryable, ids: string[], refundAttempt: boolean): Promise<void> {
+/** What a run returned to the queue looks like: pending, no lease, not started. */
+const BACK_TO_PENDING = `status = 'pending', lease_owner = NULL, lease_expires_at = NULL, started_at = NULL`;
+
+/** Puts runs whose worker died back in the queue for another worker (the attempt still counts). */
+export async function requeueRuns(tx: Queryable, ids: string[]): Promise<void> {
   if (!ids.length) return;
-  await tx.query(
-    `UPDATE runs SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, started_at = NULL,
-            attempts = CASE WHEN $2 THEN greatest(attempts - 1, 0) ELSE attempts END
-      WHERE id = ANY($1::uuid[]) AND status = 'running'`,
-    [ids, refundAttempt],
-  );
+  await tx.query(`UPDATE runs SET ${BACK_TO_PENDING} WHERE id = ANY($1::uuid[]) AND status = 'running'`, [
+    ids,
+  ]);
 }
 
 /** Renews the leases this worker holds; returns the ids it still holds (a missing one was lost). */
@@ -108,8 +108,7 @@ export async function renewLeases(
 /** Gives a run back unfinished (shutdown): pending again, the attempt not counted. */
 export async function releaseRun(db: Queryable, runId: string, workerId: string): Promise<boolean> {
   const rows = await db.query(
-    `UPDATE runs SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, started_at = NULL,
-            attempts = greatest(attempts - 1, 0)
+    `UPDATE runs SET ${BACK_TO_PENDING}, attempts = greatest(attempts - 1, 0)
       WHERE id = $1 AND lease_owner = $2 AND status = 'running'
       RETURNING id`,
     [runId, workerId],
