@@ -21,7 +21,19 @@ export interface Config {
   publicUrl: string;
   allowPrivateUrls: boolean;
   stdioCommands: readonly string[];
-  model: { baseUrl: string; apiKey: string | undefined };
+  /**
+   * The directories (the service's PATH) where a stdio source's command is looked up. The
+   * spawned server itself never sees the service's PATH or any other variable of it.
+   */
+  stdioSearchPath: string;
+  model: {
+    baseUrl: string;
+    apiKey: string | undefined;
+    /** One model request is retried when its answer has not started after this long. */
+    requestTimeoutMs: number;
+    /** Model calls of one run (a tool loop's steps); a model still calling tools after them fails the run. */
+    maxSteps: number;
+  };
   smtp: { url: string | undefined; from: string | undefined };
   sms: {
     apiBase: string | undefined;
@@ -165,9 +177,12 @@ export function loadConfig(env: Env): Config {
       .split(',')
       .map((c) => c.trim())
       .filter(Boolean),
+    stdioSearchPath: env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
     model: {
       baseUrl: url(env, 'SVC_MODEL_BASE_URL', ['http:', 'https:']) ?? DEFAULT_MODEL_BASE_URL,
       apiKey: str(env, 'SVC_MODEL_API_KEY'),
+      requestTimeoutMs: int(env, 'SVC_MODEL_TIMEOUT_SECONDS', 120, 1, 3600) * 1000,
+      maxSteps: int(env, 'SVC_MAX_TOOL_STEPS', 10, 1, 100),
     },
     smtp: { url: url(env, 'SVC_SMTP_URL', ['smtp:', 'smtps:']), from: str(env, 'SVC_EMAIL_FROM') },
     sms: {

@@ -87,7 +87,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
 
     const scheduler = config.roles.has('scheduler') ? new DueTaskClaimer(deps) : undefined;
     const worker = config.roles.has('worker')
-      ? new RunWorker(deps, options.executor ?? modelExecutor(config, models))
+      ? new RunWorker(deps, options.executor ?? modelExecutor(deps))
       : undefined;
     if (options.startLoops !== false) {
       await scheduler?.start();

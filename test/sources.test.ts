@@ -346,20 +346,26 @@ describe('sources', () => {
     );
   });
 
-  test('testing a source answers 501 not_implemented for an own source and 404 for another organization', async () => {
+  test('testing a local source connects, stores its tools, marks it active, and answers 404 for another organization', async () => {
     const { body: source } = await create(fx.org, { type: 'local', name: 'Testable', config: {} });
+    assert.equal(source.isActive, false);
     const own = await fx.svc.call({
       method: 'POST',
       url: `/api/svc/sources/${source.id}/test`,
       key: fx.org.apiKey,
     });
-    assert.equal(own.status, 501, own.raw);
-    assert.deepEqual(own.body, {
-      error: {
-        code: 'not_implemented',
-        message: 'Testing a source connection is not available yet: it arrives with the run engine',
-      },
+    assert.equal(own.status, 200, own.raw);
+    assert.equal(own.body.success, true);
+    const names = own.body.tools.map((t: { name: string }) => t.name).sort();
+    assert.deepEqual(names, ['current_time', 'fetch_url']);
+    const { body: read } = await fx.svc.call({
+      method: 'GET',
+      url: `/api/svc/sources/${source.id}`,
+      key: fx.org.apiKey,
     });
+    assert.equal(read.isActive, true);
+    assert.ok(read.lastConnectedAt, 'lastConnectedAt is set');
+    assert.deepEqual(read.tools, own.body.tools);
     const theirs = await fx.svc.call({
       method: 'POST',
       url: `/api/svc/sources/${source.id}/test`,

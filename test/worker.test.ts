@@ -3,60 +3,10 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { modelExecutor } from '../src/runner/model-executor.ts';
 import { RunWorker } from '../src/worker/worker.ts';
-import { type ModelReply, type ModelServer, startModelServer } from './helpers/model-server.ts';
+import type { ModelServer } from './helpers/model-server.ts';
+import { finishedRun, newTask, type Org, runNow, startWorkerService, unlimited } from './helpers/runs.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
 import { waitFor } from './helpers/wait.ts';
-
-type Org = { organizationId: string; apiKey: string };
-
-/** A service with running scheduler and worker loops, its model provider a local server. */
-async function startWorkerService(
-  reply: (prompt: string, index: number) => ModelReply,
-  env: Record<string, string> = {},
-) {
-  const model = await startModelServer((req, i) => reply(req.body.messages.at(-1)?.content ?? '', i));
-  const svc = await startTestService({
-    startLoops: true,
-    env: {
-      SVC_MODEL_BASE_URL: model.url,
-      SVC_MODEL_API_KEY: 'sk-test-model-key',
-      SVC_RUN_LEASE_SECONDS: '1',
-      ...env,
-    },
-  });
-  return { svc, model };
-}
-
-async function newTask(svc: TestService, org: Org, extra: Record<string, unknown> = {}) {
-  const res = await svc.call({
-    method: 'POST',
-    url: '/api/svc/tasks',
-    key: org.apiKey,
-    // A daily task far in the future: only "run now" runs it.
-    body: {
-      organizationId: org.organizationId,
-      name: 'Digest',
-      prompt: `Prompt ${randomUUID()}`,
-      schedule: 'daily',
-      ...extra,
-    },
-  });
-  assert.equal(res.status, 201, res.raw);
-  return res.body as { id: string; prompt: string; model: string };
-}
-
-async function runNow(svc: TestService, org: Org, taskId: string): Promise<string> {
-  const res = await svc.call({ method: 'POST', url: `/api/svc/tasks/${taskId}/run`, key: org.apiKey });
-  assert.equal(res.status, 202, res.raw);
-  return res.body.id;
-}
-
-async function finishedRun(svc: TestService, org: Org, runId: string) {
-  return waitFor(`run ${runId} to finish`, async () => {
-    const res = await svc.call({ method: 'GET', url: `/api/svc/runs/${runId}`, key: org.apiKey });
-    return ['completed', 'failed'].includes(res.body.status) ? res.body : undefined;
-  });
-}
 
 /** A run left "running" by a worker that no longer exists, its lease expired a second ago. */
 async function insertOrphanedRun(
@@ -77,15 +27,6 @@ async function insertOrphanedRun(
     [id, org.organizationId, taskId],
   );
   return id;
-}
-
-async function unlimited(svc: TestService, org: Org) {
-  await svc.call({
-    method: 'PATCH',
-    url: `/api/admin/organizations/${org.organizationId}`,
-    admin: true,
-    body: { tasksLimit: 1000, rateLimitPerMinute: 100000 },
-  });
 }
 
 describe('the worker', () => {
@@ -164,7 +105,7 @@ describe('the worker', () => {
       assert.equal(run.status, 'completed');
       const request = model.requests.find((r) => r.body.messages.at(-1)?.content === task.prompt);
       assert.ok(request);
-      const contents = request.body.messages.map((m) => `${m.role}:${m.content.split('\n')[0]}`);
+      const contents = request.body.messages.map((m) => `${m.role}:${(m.content ?? '').split('\n')[0]}`);
       assert.deepEqual(contents.slice(0, 2), ['system:# Skill: Bravo', 'system:# Skill: Alpha']);
       assert.match(contents[2] ?? '', /^system:Current date and time/);
       assert.equal(contents[3], `user:${task.prompt}`);
@@ -363,7 +304,7 @@ describe('the worker', () => {
       );
       assert.deepEqual(row, { status: 'pending', attempts: 0, lease_owner: null });
 
-      const next = new RunWorker(svc.service.deps, modelExecutor(svc.config, svc.service.deps.models));
+      const next = new RunWorker(svc.service.deps, modelExecutor(svc.service.deps));
       await next.start();
       try {
         const run = await finishedRun(svc, org, runId);

@@ -123,7 +123,7 @@ function prepareConfig(
 ): { config: SourceConfig; env: Record<string, string> } {
   const at = (key: string) => `/body/config/${key}`;
   const { env: envInput, ...config } = input;
-  const urlWith = (key: 'url' | 'baseUrl', protocols: string[], what: string) => {
+  const urlWith = (key: 'url' | 'baseUrl' | 'openapiUrl', protocols: string[], what: string) => {
     const value = config[key];
     if (value === undefined) details.push({ path: at(key), message: `is required for ${what}` });
     else if (!protocols.includes(protocolOf(value) ?? '')) {
@@ -163,6 +163,7 @@ function prepareConfig(
     else if (transport === 'websocket') urlWith('url', ['ws:', 'wss:'], 'the websocket transport');
   } else if (type === 'api') {
     urlWith('baseUrl', ['http:', 'https:'], 'api sources');
+    if (config.openapiUrl !== undefined) urlWith('openapiUrl', ['http:', 'https:'], 'api sources');
   }
 
   const env: Record<string, string> = {};
@@ -308,12 +309,4 @@ export async function updateSource(
 /** Deletes the source; tasks it was attached to lose it (their other sources stay). */
 export async function deleteSource(deps: Deps, organizationId: string, id: string): Promise<void> {
   if (!(await deleteSourceRow(deps.db, organizationId, id))) throw errors.notFound('Source');
-}
-
-/** Connection tests arrive with the run engine; until then an existing source answers 501. */
-export async function testSource(deps: Deps, organizationId: string, id: string): Promise<never> {
-  if (!(await findSource(deps.db, organizationId, id))) throw errors.notFound('Source');
-  throw errors.notImplemented(
-    'Testing a source connection is not available yet: it arrives with the run engine',
-  );
 }

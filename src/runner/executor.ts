@@ -14,10 +14,19 @@ export interface RunJob {
  * - not_configured: the service lacks configuration (e.g. no model provider key);
  * - invalid_task: the task cannot run as it stands (unknown model, a skill's missing source);
  * - unsupported: the task asks for something this version cannot do;
+ * - source_error: an attached source could not be connected (unreachable, auth refused, ...);
  * - provider_error: the model provider refused or failed after retries;
+ * - step_limit: the model was still calling tools when the run's step limit was reached;
  * - timeout: the run exceeded its time limit.
  */
-export type RunErrorType = 'not_configured' | 'invalid_task' | 'unsupported' | 'provider_error' | 'timeout';
+export type RunErrorType =
+  | 'not_configured'
+  | 'invalid_task'
+  | 'unsupported'
+  | 'source_error'
+  | 'provider_error'
+  | 'step_limit'
+  | 'timeout';
 
 export type RunResult =
   | { ok: true; output: string; tokensUsed: number; costCents: number }

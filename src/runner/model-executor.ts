@@ -1,43 +1,54 @@
-// Executes a run with one model call over the OpenAI-compatible Chat Completions API.
-// The official `openai` SDK does the HTTP: it retries 408/409/429/5xx and connection errors
-// with exponential backoff and jitter, honouring Retry-After.
-import OpenAI from 'openai';
+// Executes a run: the task's prompt with its skills and time context goes to the model; the
+// tools of its sources are offered, and the model's tool calls are executed and their results
+// fed back until it answers, within the step limit.
+import type {
+  ChatCompletionMessageParam,
+  ChatCompletionMessageToolCall,
+} from 'openai/resources/chat/completions';
 import type { Config } from '../config.ts';
 import { catalogCostCents, type ModelCatalog } from '../domain/models.ts';
-import type { RunExecutor, RunJob, RunResult } from './executor.ts';
-import { assembleMessages } from './prompt.ts';
+import type { SecretBox } from '../lib/secret-box.ts';
+import type { RunErrorType, RunExecutor, RunJob, RunResult } from './executor.ts';
+import { createModelClient, type ModelClient, type StepUsage } from './model-client.ts';
+import { assembleMessages, missingRequiredSources } from './prompt.ts';
+import { openRunSources } from './run-sources.ts';
+import { Toolbox } from './toolbox.ts';
+import type { ConnectErrorType } from './tools/types.ts';
 
-/** Retries of one model request after the first attempt (429, 5xx, timeouts, lost connections). */
-const MODEL_MAX_RETRIES = 4;
-/** Provider error text kept in a run's `error` (provider messages can be long). */
-const MAX_PROVIDER_MESSAGE = 500;
-
-/** OpenRouter-style usage: `cost` is the provider-reported charge in US dollars. */
-interface UsageWithCost {
-  prompt_tokens?: number;
-  completion_tokens?: number;
-  total_tokens?: number;
-  cost?: number;
+export interface ExecutorDeps {
+  config: Config;
+  models: ModelCatalog;
+  secretBox: SecretBox;
 }
 
-const failure = (errorType: Exclude<RunResult, { ok: true }>['errorType'], message: string): RunResult => ({
-  ok: false,
-  errorType,
-  message,
-  tokensUsed: 0,
-  costCents: 0,
-});
+interface Totals {
+  tokensUsed: number;
+  costCents: number;
+}
 
-export function modelExecutor(config: Config, models: ModelCatalog): RunExecutor {
-  const apiKey = config.model.apiKey;
-  const client =
-    apiKey &&
-    new OpenAI({
-      apiKey,
-      baseURL: config.model.baseUrl,
-      maxRetries: MODEL_MAX_RETRIES,
-      timeout: config.worker.runTimeoutMs,
-    });
+const failure = (
+  errorType: RunErrorType,
+  message: string,
+  totals: Totals = { tokensUsed: 0, costCents: 0 },
+) => ({ ok: false, errorType, message, ...totals }) satisfies RunResult;
+
+/** How a source that would not connect fails the run. */
+function sourceFailure(errorType: ConnectErrorType): RunErrorType {
+  switch (errorType) {
+    case 'not_configured':
+      return 'not_configured';
+    case 'refused':
+      return 'invalid_task';
+    case 'auth_failed':
+    case 'unreachable':
+    case 'timeout':
+    case 'protocol_error':
+      return 'source_error';
+  }
+}
+
+export function modelExecutor(deps: ExecutorDeps): RunExecutor {
+  const client = createModelClient(deps.config.model);
 
   return {
     async execute(job: RunJob, signal: AbortSignal): Promise<RunResult> {
@@ -48,48 +59,99 @@ export function modelExecutor(config: Config, models: ModelCatalog): RunExecutor
           'No model provider is configured: set SVC_MODEL_API_KEY (and SVC_MODEL_BASE_URL for a provider other than the default router), then run the task again',
         );
       }
-      const model = models.find(task.model);
+      const model = deps.models.find(task.model);
       if (!model) {
         return failure(
           'invalid_task',
           `The task's model "${task.model}" is not in the model catalog; choose another model`,
         );
       }
-      if (sources.length) {
+      if (sources.length > 0 && !model.supportsToolCalling) {
         return failure(
-          'unsupported',
-          `The task has ${sources.length} source(s) attached, and calling tools from sources is not available in this version; detach the sources to run the task`,
+          'invalid_task',
+          `The task has sources attached, but its model "${task.model}" does not support tool calling; choose a model that does or detach the sources`,
         );
       }
-      const messages = assembleMessages(skills, task.prompt, task.timezone, job.startedAt, job.run.slot_at);
-      try {
-        const completion = await client.chat.completions.create(
-          { model: model.routerModelId, messages },
-          { signal },
+      const [missing] = missingRequiredSources(skills, sources);
+      if (missing) {
+        return failure(
+          'invalid_task',
+          `Skill "${missing.skill}" requires the source "${missing.source}", which is not attached to the task; attach a source with that slug or detach the skill`,
         );
-        const usage = (completion.usage ?? {}) as UsageWithCost;
-        const promptTokens = usage.prompt_tokens ?? 0;
-        const completionTokens = usage.completion_tokens ?? 0;
-        const tokensUsed = usage.total_tokens ?? promptTokens + completionTokens;
-        // A provider-reported cost wins over the catalog's prices.
-        const costCents =
-          typeof usage.cost === 'number' && Number.isFinite(usage.cost)
-            ? usage.cost * 100
-            : catalogCostCents(model, promptTokens, completionTokens);
-        const output = completion.choices[0]?.message?.content ?? '';
-        return { ok: true, output, tokensUsed, costCents };
-      } catch (err) {
-        if (signal.aborted) throw err;
-        if (err instanceof OpenAI.APIConnectionTimeoutError) {
-          return failure('timeout', 'The model provider did not answer in time (after retries)');
-        }
-        if (err instanceof OpenAI.APIError) {
-          const text = (err.message || 'no message').slice(0, MAX_PROVIDER_MESSAGE);
-          const status = err.status ? ` (HTTP ${err.status})` : '';
-          return failure('provider_error', `The model provider refused the request${status}: ${text}`);
-        }
-        throw err;
+      }
+
+      const messages: ChatCompletionMessageParam[] = assembleMessages(
+        skills,
+        task.prompt,
+        task.timezone,
+        job.startedAt,
+        job.run.slot_at,
+      );
+      const opened = sources.length > 0 ? await openRunSources(deps, sources, signal) : undefined;
+      if (opened && !opened.ok) return failure(sourceFailure(opened.errorType), opened.message);
+      try {
+        return await toolLoop(client, {
+          routerModelId: model.routerModelId,
+          cost: (usage) =>
+            usage.costUsd !== undefined
+              ? usage.costUsd * 100
+              : catalogCostCents(model, usage.promptTokens, usage.completionTokens),
+          maxSteps: deps.config.model.maxSteps,
+          messages,
+          toolbox: opened?.toolbox ?? new Toolbox(),
+          signal,
+        });
+      } finally {
+        await opened?.close();
       }
     },
   };
+}
+
+interface LoopInput {
+  routerModelId: string;
+  /** Cents of one step: a provider-reported cost wins over the catalog's prices. */
+  cost(usage: StepUsage): number;
+  maxSteps: number;
+  messages: ChatCompletionMessageParam[];
+  toolbox: Toolbox;
+  signal: AbortSignal;
+}
+
+async function toolLoop(client: ModelClient, input: LoopInput): Promise<RunResult> {
+  const { messages, toolbox, signal } = input;
+  const totals: Totals = { tokensUsed: 0, costCents: 0 };
+  const tools = toolbox.definitions();
+  try {
+    for (let step = 1; step <= input.maxSteps; step++) {
+      const answer = await client.step({ model: input.routerModelId, messages, tools }, signal);
+      if (!answer.ok) return failure(answer.errorType, answer.message, totals);
+      totals.tokensUsed += answer.usage.totalTokens;
+      totals.costCents += input.cost(answer.usage);
+
+      const calls = (answer.message.tool_calls ?? []).filter(
+        (c): c is Extract<ChatCompletionMessageToolCall, { type: 'function' }> => c.type === 'function',
+      );
+      if (calls.length === 0) return { ok: true, output: answer.message.content ?? '', ...totals };
+
+      messages.push({ role: 'assistant', content: answer.message.content ?? null, tool_calls: calls });
+      // The calls of one step are independent (the model asked for them together): run them at once.
+      const results = await Promise.all(
+        calls.map((c) => toolbox.call(c.function.name, c.function.arguments, signal)),
+      );
+      calls.forEach((c, i) => {
+        messages.push({ role: 'tool', tool_call_id: c.id, content: results[i]?.text ?? '' });
+      });
+    }
+  } catch (err) {
+    // Aborted (timeout, lost lease, shutdown): the worker decides what happened; what was
+    // spent so far is still reported.
+    if (signal.aborted) return failure('timeout', 'The run was stopped', totals);
+    throw err;
+  }
+  return failure(
+    'step_limit',
+    `The model was still calling tools after ${input.maxSteps} steps, the limit of a run (SVC_MAX_TOOL_STEPS); simplify the task or raise the limit`,
+    totals,
+  );
 }

@@ -49,3 +49,20 @@ export function assembleMessages(
     { role: 'user', content: prompt },
   ];
 }
+
+/**
+ * The sources that attached skills require (frontmatter `requiredSources`, source slugs) but
+ * the task lacks, in skill order: a skill whose instructions count on a tool that is not there
+ * would send the model in the wrong direction, so such a run fails before any model call.
+ */
+export function missingRequiredSources(
+  skills: readonly RunSkill[],
+  sources: readonly { slug: string }[],
+): { skill: string; source: string }[] {
+  const attached = new Set(sources.map((s) => s.slug));
+  return skills.flatMap((skill) =>
+    (Array.isArray(skill.required_sources) ? skill.required_sources : [])
+      .filter((slug) => !attached.has(slug))
+      .map((slug) => ({ skill: skill.name, source: slug })),
+  );
+}

@@ -40,6 +40,11 @@ export const SourceConfigInput = Type.Object(
       Type.String({ minLength: 1, maxLength: 1024, description: 'Command of a stdio server' }),
     ),
     env: Type.Optional(EnvMap),
+    openapiUrl: Type.Optional(
+      Url(
+        'OpenAPI document of an api source (default: baseUrl + /openapi.json); its operations become tools',
+      ),
+    ),
     transport: Type.Optional(StringEnum(MCP_TRANSPORTS)),
     url: Type.Optional(Url('http(s) URL for http transport, ws(s) URL for websocket transport')),
   },
@@ -114,6 +119,7 @@ export const SourceConfig = Type.Object({
   env: Type.Optional(
     Type.Record(Type.String(), Type.String(), { description: `Values always ${SECRET_MASK}` }),
   ),
+  openapiUrl: Type.Optional(Type.String({ format: 'uri' })),
   transport: Type.Optional(StringEnum(MCP_TRANSPORTS)),
   url: Type.Optional(Type.String({ format: 'uri' })),
 });
@@ -154,9 +160,10 @@ export type Source = Static<typeof Source>;
 
 export const SourceIdParams = Type.Object({ sourceId: Uuid }, { additionalProperties: false });
 
-/** The answer of POST /sources/{sourceId}/test (the spec's shape; the endpoint answers 501 for now). */
+/** The answer of POST /sources/{sourceId}/test (the spec's shape). */
 export const SourceTestResult = Type.Object({
   message: Type.Optional(Type.String()),
   success: Type.Optional(Type.Boolean()),
   tools: Type.Optional(Type.Array(Tool)),
 });
+export type SourceTestResult = Static<typeof SourceTestResult>;

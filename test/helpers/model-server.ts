@@ -1,10 +1,23 @@
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+
+/** A message of a Chat Completions request, as the service sent it. */
+export interface SentMessage {
+  role: string;
+  content: string | null;
+  tool_calls?: { id: string; type: string; function: { name: string; arguments: string } }[];
+  tool_call_id?: string;
+}
 
 /** One request the model server received. */
 export interface ModelRequest {
   authorization: string | undefined;
-  body: { model: string; messages: { role: string; content: string }[] };
+  body: {
+    model: string;
+    messages: SentMessage[];
+    stream?: boolean;
+    tools?: { type: string; function: { name: string; description?: string; parameters?: unknown } }[];
+  };
 }
 
 export interface ModelReply {
@@ -12,10 +25,14 @@ export interface ModelReply {
   headers?: Record<string, string>;
   /** The assistant's answer (status 200). */
   content?: string;
+  /** Tool calls the assistant makes instead of (or with) an answer. */
+  toolCalls?: { name: string; arguments: unknown }[];
   /** An error body (non-200). */
   error?: string;
   usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number; cost?: number };
   delayMs?: number;
+  /** Accept the request and never answer. */
+  hang?: boolean;
 }
 
 export interface ModelServer {
@@ -30,16 +47,70 @@ async function readBody(req: IncomingMessage): Promise<string> {
   return data;
 }
 
+function lastUserText(request: ModelRequest): string {
+  const user = request.body.messages.filter((m) => m.role === 'user').at(-1);
+  return user?.content ?? '';
+}
+
+/** The answer as the SSE chunks of a streamed completion: content in pieces, tool calls, usage. */
+function writeStream(
+  res: ServerResponse,
+  id: string,
+  model: string,
+  r: ModelReply,
+  content: string | null,
+): void {
+  const chunk = (delta: object, finish: string | null, usage?: object) =>
+    `data: ${JSON.stringify({
+      id,
+      object: 'chat.completion.chunk',
+      created: Math.floor(Date.now() / 1000),
+      model,
+      choices: usage ? [] : [{ index: 0, delta, finish_reason: finish }],
+      ...(usage && { usage }),
+    })}\n\n`;
+  res.write(chunk({ role: 'assistant', content: '' }, null));
+  // Split the answer in three pieces, as a real stream would deliver it.
+  if (content) {
+    const third = Math.ceil(content.length / 3);
+    for (let i = 0; i < content.length; i += third)
+      res.write(chunk({ content: content.slice(i, i + third) }, null));
+  }
+  (r.toolCalls ?? []).forEach((call, index) => {
+    const args = typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments);
+    const half = Math.ceil(args.length / 2);
+    res.write(
+      chunk(
+        {
+          tool_calls: [
+            {
+              index,
+              id: `call_${id}_${index}`,
+              type: 'function',
+              function: { name: call.name, arguments: args.slice(0, half) },
+            },
+          ],
+        },
+        null,
+      ),
+    );
+    res.write(chunk({ tool_calls: [{ index, function: { arguments: args.slice(half) } }] }, null));
+  });
+  res.write(chunk({}, r.toolCalls?.length ? 'tool_calls' : 'stop'));
+  res.write(chunk({}, null, r.usage ?? { prompt_tokens: 100, completion_tokens: 50, total_tokens: 150 }));
+  res.end('data: [DONE]\n\n');
+}
+
 /**
  * A local stand-in for a model provider that speaks the OpenAI Chat Completions wire format
- * (POST {base}/chat/completions). `reply` decides each answer; by default it echoes the user
- * prompt with fixed usage.
+ * (POST {base}/chat/completions), streamed (SSE chunks) when the request asks for it. `reply`
+ * decides each answer; by default it answers "Answer to: <last user message>" with fixed usage.
  */
 export async function startModelServer(
   reply: (req: ModelRequest, index: number) => ModelReply = () => ({}),
 ): Promise<ModelServer> {
   const requests: ModelRequest[] = [];
-  const server: Server = createServer(async (req, res) => {
+  const server = createServer(async (req, res) => {
     const raw = await readBody(req);
     if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
       res.writeHead(404, { 'content-type': 'application/json' });
@@ -49,26 +120,47 @@ export async function startModelServer(
     const request: ModelRequest = { authorization: req.headers.authorization, body: JSON.parse(raw) };
     const index = requests.push(request) - 1;
     const r = reply(request, index);
+    if (r.hang) return;
     if (r.delayMs) await new Promise((resolve) => setTimeout(resolve, r.delayMs));
     if (res.destroyed) return;
     const status = r.status ?? 200;
-    res.writeHead(status, { 'content-type': 'application/json', ...r.headers });
     if (status !== 200) {
+      res.writeHead(status, { 'content-type': 'application/json', ...r.headers });
       res.end(JSON.stringify({ error: { message: r.error ?? 'failure', type: 'server_error' } }));
       return;
     }
-    const prompt = request.body.messages.at(-1)?.content ?? '';
+    const id = `chatcmpl-${index}`;
+    const content = r.content ?? (r.toolCalls?.length ? null : `Answer to: ${lastUserText(request)}`);
+    if (request.body.stream) {
+      res.writeHead(200, { 'content-type': 'text/event-stream', ...r.headers });
+      writeStream(res, id, request.body.model, r, content);
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/json', ...r.headers });
     res.end(
       JSON.stringify({
-        id: `chatcmpl-${index}`,
+        id,
         object: 'chat.completion',
         created: Math.floor(Date.now() / 1000),
         model: request.body.model,
         choices: [
           {
             index: 0,
-            message: { role: 'assistant', content: r.content ?? `Answer to: ${prompt}` },
-            finish_reason: 'stop',
+            message: {
+              role: 'assistant',
+              content,
+              ...(r.toolCalls?.length && {
+                tool_calls: r.toolCalls.map((c, i) => ({
+                  id: `call_${id}_${i}`,
+                  type: 'function',
+                  function: {
+                    name: c.name,
+                    arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments),
+                  },
+                })),
+              }),
+            },
+            finish_reason: r.toolCalls?.length ? 'tool_calls' : 'stop',
           },
         ],
         usage: r.usage ?? { prompt_tokens: 100, completion_tokens: 50, total_tokens: 150 },

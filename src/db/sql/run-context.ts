@@ -1,4 +1,5 @@
 import type { Queryable } from '../db.ts';
+import type { SourceRow } from './sources.ts';
 import type { TaskRow } from './tasks.ts';
 
 export interface RunSkill {
@@ -8,11 +9,19 @@ export interface RunSkill {
   required_sources: string[];
 }
 
-export interface RunSource {
-  id: string;
-  slug: string;
-  name: string;
-}
+/** An attached source as the run engine needs it: secrets still sealed. */
+export type RunSource = Pick<
+  SourceRow,
+  | 'id'
+  | 'organization_id'
+  | 'slug'
+  | 'name'
+  | 'type'
+  | 'config'
+  | 'auth_type'
+  | 'auth_config'
+  | 'secrets_sealed'
+>;
 
 /** What a worker needs to execute a run: its task, with skills and sources in attachment order. */
 export interface RunContextRow {
@@ -27,7 +36,9 @@ export async function loadRunContext(db: Queryable, taskId: string): Promise<Run
        coalesce((SELECT json_agg(json_build_object('name', s.name, 'slug', s.slug, 'content', s.content,
                    'required_sources', coalesce(s.frontmatter -> 'requiredSources', '[]'::jsonb)) ORDER BY x.position)
                    FROM task_skills x JOIN skills s ON s.id = x.skill_id WHERE x.task_id = t.id), '[]'::json) AS skills,
-       coalesce((SELECT json_agg(json_build_object('id', s.id, 'slug', s.slug, 'name', s.name) ORDER BY x.position)
+       coalesce((SELECT json_agg(json_build_object('id', s.id, 'organization_id', s.organization_id,
+                   'slug', s.slug, 'name', s.name, 'type', s.type, 'config', s.config, 'auth_type', s.auth_type,
+                   'auth_config', s.auth_config, 'secrets_sealed', s.secrets_sealed) ORDER BY x.position)
                    FROM task_sources x JOIN sources s ON s.id = x.source_id WHERE x.task_id = t.id), '[]'::json) AS sources
      FROM tasks t WHERE t.id = $1`,
     [taskId],

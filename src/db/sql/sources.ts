@@ -148,3 +148,24 @@ export async function deleteSource(db: Queryable, organizationId: string, id: st
   ]);
   return rows.length > 0;
 }
+
+/** What a connection test found: tools and connected time only when it succeeded. */
+export async function recordSourceTest(
+  db: Queryable,
+  organizationId: string,
+  id: string,
+  outcome: { ok: true; tools: Tool[]; at: Date } | { ok: false; at: Date },
+): Promise<void> {
+  if (outcome.ok) {
+    await db.query(
+      `UPDATE sources SET tools = $3::jsonb, is_active = true, last_connected_at = $4, updated_at = $4
+       WHERE organization_id = $1 AND id = $2`,
+      [organizationId, id, JSON.stringify(outcome.tools), outcome.at],
+    );
+  } else {
+    await db.query(
+      'UPDATE sources SET is_active = false, updated_at = $3 WHERE organization_id = $1 AND id = $2',
+      [organizationId, id, outcome.at],
+    );
+  }
+}

@@ -1,13 +1,7 @@
 import { Type } from 'typebox';
 import type { Deps } from '../../domain/deps.ts';
-import {
-  createSource,
-  deleteSource,
-  getSource,
-  listSources,
-  testSource,
-  updateSource,
-} from '../../domain/sources.ts';
+import { testSource } from '../../domain/source-test.ts';
+import { createSource, deleteSource, getSource, listSources, updateSource } from '../../domain/sources.ts';
 import { errorResponses, OrganizationQuery } from '../../schemas/common.ts';
 import {
   Source,
@@ -100,9 +94,10 @@ export function sourceRoutes(app: App, deps: Deps): void {
     {
       schema: {
         tags,
-        summary: 'Verify that the source connection works (501 until the run engine arrives)',
+        summary:
+          'Connect to the source for real and list its tools; a failed connection is success false with a message',
         params: SourceIdParams,
-        response: { 200: SourceTestResult, ...errorResponses(400, 401, 404, 429, 501) },
+        response: { 200: SourceTestResult, ...errorResponses(400, 401, 404, 429) },
       },
     },
     async (request) => testSource(deps, principalOf(request).organizationId, request.params.sourceId),

@@ -1,0 +1,91 @@
+// Opens the sources attached to a run (or tested through the API) with their secrets, under
+// the service's policy: stdio allowlist, SSRF guard, one connect time limit.
+import type { Config } from '../config.ts';
+import type { RunSource } from '../db/sql/run-context.ts';
+import { openSourceSecrets } from '../domain/sources.ts';
+import { outboundFetch } from '../lib/outbound.ts';
+import type { SecretBox } from '../lib/secret-box.ts';
+import { Toolbox } from './toolbox.ts';
+import { connectSource } from './tools/connect.ts';
+import type { ConnectErrorType, ConnectResult, ToolConnection } from './tools/types.ts';
+
+/** Connecting a source (and listing its tools) gives up after this long, in runs and tests alike. */
+export const SOURCE_CONNECT_TIMEOUT_MS = 15_000;
+
+export interface SourceDeps {
+  config: Config;
+  secretBox: SecretBox;
+}
+
+/** Connects one stored source. Secrets that fail to open are a value, like any other failure. */
+export async function connectStoredSource(
+  deps: SourceDeps,
+  source: RunSource,
+  signal: AbortSignal,
+): Promise<ConnectResult> {
+  let secrets: ReturnType<typeof openSourceSecrets>;
+  try {
+    secrets = openSourceSecrets(deps, source);
+  } catch {
+    return {
+      ok: false,
+      errorType: 'not_configured',
+      message: `the stored credentials of source "${source.name}" cannot be decrypted (was SVC_SECRET_KEY changed?); set them again with a PATCH`,
+    };
+  }
+  return connectSource(
+    {
+      id: source.id,
+      slug: source.slug,
+      name: source.name,
+      type: source.type,
+      config: source.config,
+      authType: source.auth_type,
+      authConfig: source.auth_config,
+      secrets,
+    },
+    {
+      config: deps.config,
+      fetch: outboundFetch(deps.config),
+      timeoutMs: SOURCE_CONNECT_TIMEOUT_MS,
+      signal,
+    },
+  );
+}
+
+export type OpenedSources =
+  | { ok: true; toolbox: Toolbox; close(): Promise<void> }
+  | { ok: false; errorType: ConnectErrorType; message: string };
+
+/**
+ * Connects every source of a run at once. If one fails, the others are closed and the run
+ * fails naming it: a run that silently lacked the tools its prompt relies on would not be
+ * trustworthy.
+ */
+export async function openRunSources(
+  deps: SourceDeps,
+  sources: readonly RunSource[],
+  signal: AbortSignal,
+): Promise<OpenedSources> {
+  const results = await Promise.all(sources.map((s) => connectStoredSource(deps, s, signal)));
+  const connections = results.flatMap((r): ToolConnection[] => (r.ok ? [r.connection] : []));
+  const close = async () => {
+    await Promise.allSettled(connections.map((c) => c.close()));
+  };
+  const failedAt = results.findIndex((r) => !r.ok);
+  const failed = results[failedAt];
+  if (failed && !failed.ok) {
+    await close();
+    const name = sources[failedAt]?.name ?? '';
+    const message = failed.message.includes(`"${name}"`)
+      ? failed.message
+      : `source "${name}": ${failed.message}`;
+    return { ok: false, errorType: failed.errorType, message };
+  }
+  const toolbox = new Toolbox();
+  results.forEach((r, i) => {
+    const source = sources[i];
+    if (r.ok && source) toolbox.add(source, r.connection);
+  });
+  return { ok: true, toolbox, close };
+}

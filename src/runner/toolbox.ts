@@ -1,0 +1,89 @@
+// The tools of a run's sources as the model sees them. Tool names must be unique across the
+// run and match the function-name rule of the Chat Completions API (^[a-zA-Z0-9_-]{1,64}$),
+// so each tool is offered as `<source slug>__<tool name>`, cleaned and cut to 64 characters,
+// with a numbered suffix in the rare case two still clash.
+import type { ChatCompletionTool } from 'openai/resources/chat/completions';
+import { capText, type ToolConnection, type ToolDefinition } from './tools/types.ts';
+
+const MAX_NAME = 64;
+
+/** The name a tool is offered under, before clash handling. */
+export function exposedToolName(sourceSlug: string, toolName: string): string {
+  const clean = (s: string) => s.replace(/[^a-zA-Z0-9_-]+/g, '_');
+  return `${clean(sourceSlug)}__${clean(toolName)}`.slice(0, MAX_NAME);
+}
+
+interface Entry {
+  sourceName: string;
+  connection: ToolConnection;
+  tool: ToolDefinition;
+}
+
+export interface ToolCallRecord {
+  name: string;
+  ok: boolean;
+}
+
+export class Toolbox {
+  readonly #entries = new Map<string, Entry>();
+
+  add(source: { slug: string; name: string }, connection: ToolConnection): void {
+    for (const tool of connection.tools) {
+      const base = exposedToolName(source.slug, tool.name);
+      let name = base;
+      for (let n = 2; this.#entries.has(name); n++) name = `${base.slice(0, MAX_NAME - `_${n}`.length)}_${n}`;
+      this.#entries.set(name, { sourceName: source.name, connection, tool });
+    }
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** The `tools` of a Chat Completions request. */
+  definitions(): ChatCompletionTool[] {
+    return [...this.#entries].map(([name, { tool, sourceName }]) => ({
+      type: 'function',
+      function: {
+        name,
+        description: `${tool.description ?? tool.name} (tool "${tool.name}" of source "${sourceName}")`,
+        parameters: tool.inputSchema,
+      },
+    }));
+  }
+
+  /**
+   * Runs one tool call of the model and gives the text to send back. Nothing here fails the
+   * run: an unknown tool, arguments that are not a JSON object or a tool's own error are told
+   * to the model, which can correct itself.
+   */
+  async call(
+    name: string,
+    rawArguments: string,
+    signal: AbortSignal,
+  ): Promise<{ ok: boolean; text: string }> {
+    const entry = this.#entries.get(name);
+    if (!entry) return { ok: false, text: `Error: there is no tool named "${name}"` };
+    let args: unknown;
+    try {
+      args = rawArguments.trim() === '' ? {} : JSON.parse(rawArguments);
+    } catch {
+      return { ok: false, text: 'Error: the arguments were not valid JSON; send a JSON object' };
+    }
+    if (typeof args !== 'object' || args === null || Array.isArray(args)) {
+      return { ok: false, text: 'Error: the arguments must be a JSON object' };
+    }
+    try {
+      const outcome = await entry.connection.call(entry.tool.name, args as Record<string, unknown>, signal);
+      return outcome.ok
+        ? { ok: true, text: capText(outcome.text) }
+        : { ok: false, text: capText(`Error: ${outcome.message}`) };
+    } catch (err) {
+      if (signal.aborted) throw err;
+      return {
+        ok: false,
+        text: `Error: the tool failed: ${err instanceof Error ? err.message : String(err)}`,
+      };
+    }
+  }
+}

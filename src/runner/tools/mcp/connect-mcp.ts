@@ -1,0 +1,389 @@
+// Connects an mcp source (stdio, Streamable HTTP with the SSE fallback, or WebSocket), lists
+// its tools and wraps the SDK client into a ToolConnection. Every failure becomes a
+// ConnectResult naming the source; no message carries a credential or env value.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport, SseError } from '@modelcontextprotocol/sdk/client/sse.js';
+import {
+  StreamableHTTPClientTransport,
+  StreamableHTTPError,
+} from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { type ContentBlock, ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { type FetchLike, OutboundUrlError } from '../../../lib/outbound.ts';
+import { SECRET_MASK } from '../../../schemas/source.ts';
+import { applySourceAuth, withAuthQuery } from '../auth.ts';
+import {
+  type ConnectErrorType,
+  type ConnectOptions,
+  type ConnectResult,
+  capText,
+  type SourceToConnect,
+  type ToolCallOutcome,
+  type ToolConnection,
+  type ToolDefinition,
+} from '../types.ts';
+import { DEFAULT_SEARCH_PATH, StdioMcpTransport, StdioServerError } from './stdio-transport.ts';
+import { WebSocketHandshakeError, WebSocketMcpTransport } from './websocket-transport.ts';
+
+const CLIENT_INFO = { name: 'svc', version: '0.1.0' };
+/** More tools than this from one source are dropped (a model cannot use hundreds anyway). */
+export const MAX_TOOLS_PER_SOURCE = 256;
+const MAX_TOOL_PAGES = 64;
+/** A call without progress for this long fails; with progress notifications it may run to the total limit. */
+const CALL_TIMEOUT_MS = 120_000;
+const CALL_MAX_TOTAL_MS = 10 * 60_000;
+const STDERR_IN_MESSAGE_CHARS = 500;
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  'UND_ERR_SOCKET',
+]);
+const TIMEOUT_CODES = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT']);
+
+type Failure = Extract<ConnectResult, { ok: false }>;
+interface Opened {
+  client: Client;
+  tools: ToolDefinition[];
+}
+
+export async function connectMcpSource(
+  source: SourceToConnect,
+  options: ConnectOptions,
+): Promise<ConnectResult> {
+  const redact = redactor(source);
+  const fail = (errorType: ConnectErrorType, detail: string): Failure => ({
+    ok: false,
+    errorType,
+    message: capText(redact(`source "${source.name}": ${detail}`), 1000),
+  });
+  const transport = source.config.transport ?? (source.config.command !== undefined ? 'stdio' : 'http');
+  if (transport === 'stdio') return connectStdio(source, options, fail);
+  const auth = applySourceAuth(source);
+  if (!auth.ok) return fail(auth.errorType, auth.message);
+  let url: URL;
+  try {
+    url = new URL(source.config.url ?? '');
+  } catch {
+    return fail('not_configured', `the ${transport} transport needs a valid url in config`);
+  }
+  if (transport === 'websocket') {
+    const ws = new WebSocketMcpTransport({
+      url: withAuthQuery(url, auth.query),
+      policy: { allowPrivateUrls: options.config.allowPrivateUrls },
+      headers: auth.headers,
+    });
+    try {
+      return connected(await openClient(ws, options), redact);
+    } catch (err) {
+      return fail(...classify(err, options.signal));
+    }
+  }
+  return connectHttp(url, auth, options, fail, redact);
+}
+
+async function connectStdio(
+  source: SourceToConnect,
+  options: ConnectOptions,
+  fail: (t: ConnectErrorType, d: string) => Failure,
+): Promise<ConnectResult> {
+  const command = source.config.command;
+  if (command === undefined || command === '')
+    return fail('not_configured', 'the stdio transport needs a command');
+  // Checked again here, not only when the source was saved: the operator may have changed the list.
+  if (!options.config.stdioCommands.includes(command)) {
+    return fail(
+      'refused',
+      `command "${command}" is not one of the commands this service lets stdio sources run (SVC_STDIO_COMMANDS)`,
+    );
+  }
+  const transport = new StdioMcpTransport({
+    command,
+    args: source.config.args ?? [],
+    env: source.secrets.env,
+    searchPath: options.config.stdioSearchPath || DEFAULT_SEARCH_PATH,
+  });
+  const exited = () => {
+    const status = transport.unaskedExit;
+    if (!status) return undefined;
+    const how = status.signal ? `was killed by ${status.signal}` : `exited with code ${status.code}`;
+    const stderr = transport.stderrText().trim().slice(0, STDERR_IN_MESSAGE_CHARS);
+    return `the server ${how}${stderr ? `; its stderr: ${stderr}` : ' (nothing on stderr)'}`;
+  };
+  try {
+    return connected(await openClient(transport, options), redactor(source), exited);
+  } catch (err) {
+    if (err instanceof StdioServerError && err.reason !== 'output_limit')
+      return fail('unreachable', err.message);
+    if (transport.failure) return fail('protocol_error', transport.failure.message);
+    const death = exited();
+    if (death && !options.signal.aborted)
+      return fail('unreachable', `${death} before it answered the MCP initialize request`);
+    return fail(...classify(err, options.signal));
+  }
+}
+
+async function connectHttp(
+  url: URL,
+  auth: { headers: Record<string, string>; query: Record<string, string> },
+  options: ConnectOptions,
+  fail: (t: ConnectErrorType, d: string) => Failure,
+  redact: (text: string) => string,
+): Promise<ConnectResult> {
+  // Query auth is added to each request of the source's origin (so the POST endpoint an SSE
+  // server names gets it too), and it never shows in the SDK's error messages.
+  const fetch: FetchLike = (input, init) => {
+    const target = new URL(input);
+    return options.fetch(target.origin === url.origin ? withAuthQuery(target, auth.query) : target, init);
+  };
+  const init = { fetch, requestInit: { headers: auth.headers } };
+  const streamable = new StreamableHTTPClientTransport(url, init);
+  let firstError: unknown;
+  try {
+    const opened = await openClient(streamable, options);
+    return connected(opened, redact, undefined, () => streamable.terminateSession());
+  } catch (err) {
+    firstError = err;
+  }
+  const status = httpStatus(firstError);
+  const oldServer = status !== undefined && status >= 400 && status < 500 && status !== 401 && status !== 403;
+  if (!oldServer || options.signal.aborted) return fail(...classify(firstError, options.signal));
+  // The spec's backwards compatibility: a 4xx to the initialize POST may be a server of the
+  // older HTTP+SSE transport, which opens with a GET of an event stream at the same URL.
+  try {
+    return connected(await openClient(new SSEClientTransport(url, init), options), redact);
+  } catch (err) {
+    const sseStatus = httpStatus(err);
+    if (sseStatus === 401 || sseStatus === 403 || options.signal.aborted)
+      return fail(...classify(err, options.signal));
+    return fail(
+      'protocol_error',
+      `${url.origin}${url.pathname} answered HTTP ${status} to the MCP initialize request and did not speak the older SSE transport either (${errorText(err)})`,
+    );
+  }
+}
+
+/** Connects the client (initialize) and lists the tools; on failure closes it, then throws. */
+async function openClient(transport: Transport, options: ConnectOptions): Promise<Opened> {
+  const client = new Client(CLIENT_INFO, { capabilities: {} });
+  const requestOptions = { signal: options.signal, timeout: options.timeoutMs };
+  try {
+    options.signal.throwIfAborted();
+    await client.connect(transport, requestOptions);
+    const tools: ToolDefinition[] = [];
+    // A server without the tools capability has none to list (it may offer only resources).
+    if (!client.getServerCapabilities()?.tools) return { client, tools };
+    const names = new Set<string>();
+    const cursors = new Set<string>();
+    let cursor: string | undefined;
+    for (let page = 0; page < MAX_TOOL_PAGES && tools.length < MAX_TOOLS_PER_SOURCE; page++) {
+      const result = await client.listTools(cursor === undefined ? undefined : { cursor }, requestOptions);
+      for (const tool of result.tools) {
+        if (tools.length >= MAX_TOOLS_PER_SOURCE || names.has(tool.name)) continue;
+        names.add(tool.name);
+        tools.push({
+          name: tool.name,
+          ...(tool.description === undefined ? {} : { description: tool.description }),
+          inputSchema: tool.inputSchema as Record<string, unknown>,
+        });
+      }
+      cursor = result.nextCursor;
+      if (cursor === undefined || cursors.has(cursor)) break;
+      cursors.add(cursor);
+    }
+    return { client, tools };
+  } catch (err) {
+    await client.close().catch(() => {});
+    throw err;
+  }
+}
+
+function connected(
+  { client, tools }: Opened,
+  redact: (text: string) => string,
+  describeDeath?: () => string | undefined,
+  beforeClose?: () => Promise<void>,
+): ConnectResult {
+  let closing: Promise<void> | undefined;
+  const connection: ToolConnection = {
+    tools,
+    async call(name, args, signal): Promise<ToolCallOutcome> {
+      try {
+        const result = await client.callTool({ name, arguments: args }, undefined, {
+          signal,
+          timeout: CALL_TIMEOUT_MS,
+          resetTimeoutOnProgress: true,
+          maxTotalTimeout: CALL_MAX_TOTAL_MS,
+          onprogress: () => {},
+        });
+        const text = resultText(result);
+        if (result.isError === true)
+          return { ok: false, message: capText(text || 'the tool reported an error') };
+        return { ok: true, text: capText(text) };
+      } catch (err) {
+        const death = describeDeath?.();
+        const message = `tool ${name} failed: ${errorText(err)}${death ? ` (${death})` : ''}`;
+        return { ok: false, message: capText(redact(message)) };
+      }
+    },
+    close() {
+      closing ??= (async () => {
+        // Ending an HTTP session is a courtesy to the server; it must not hold up the close.
+        if (beforeClose) await Promise.race([beforeClose().catch(() => {}), sleep(2000)]);
+        await client.close().catch(() => {});
+      })();
+      return closing;
+    },
+  };
+  return { ok: true, connection };
+}
+
+/** The model's view of a tool result: text parts, placeholders for binary parts. */
+export function resultText(result: {
+  content?: unknown;
+  structuredContent?: unknown;
+  toolResult?: unknown;
+}): string {
+  const blocks = Array.isArray(result.content) ? (result.content as ContentBlock[]) : [];
+  const parts: string[] = [];
+  let hasText = false;
+  for (const block of blocks) {
+    switch (block.type) {
+      case 'text':
+        hasText = true;
+        parts.push(block.text);
+        break;
+      case 'image':
+      case 'audio':
+        parts.push(`[${block.type}: ${block.mimeType}, ${Buffer.byteLength(block.data, 'base64')} bytes]`);
+        break;
+      case 'resource':
+        if ('text' in block.resource && typeof block.resource.text === 'string') {
+          hasText = true;
+          parts.push(block.resource.text);
+        } else parts.push(`[resource: ${block.resource.uri}]`);
+        break;
+      case 'resource_link':
+        parts.push(`[link: ${block.uri}]`);
+        break;
+      default:
+        parts.push(`[${String((block as { type?: unknown }).type)} content]`);
+    }
+  }
+  if (!hasText && result.structuredContent !== undefined)
+    parts.push(JSON.stringify(result.structuredContent));
+  // Servers of the 2024-10-07 protocol answer with `toolResult` instead of `content`.
+  if (blocks.length === 0 && result.structuredContent === undefined && result.toolResult !== undefined) {
+    parts.push(typeof result.toolResult === 'string' ? result.toolResult : JSON.stringify(result.toolResult));
+  }
+  return parts.join('\n');
+}
+
+/** The error, its causes (and an AggregateError's errors), outermost first. */
+function errorChain(err: unknown): unknown[] {
+  const out: unknown[] = [];
+  const queue = [err];
+  while (queue.length > 0 && out.length < 16) {
+    const e = queue.shift();
+    if (e === undefined || e === null || out.includes(e)) continue;
+    out.push(e);
+    if (e instanceof AggregateError) queue.push(...e.errors);
+    if (e instanceof WebSocketHandshakeError && 'error' in e.probe) queue.push(e.probe.error);
+    if (e instanceof Error && e.cause !== undefined) queue.push(e.cause);
+  }
+  return out;
+}
+
+function httpStatus(err: unknown): number | undefined {
+  for (const e of errorChain(err)) {
+    if (
+      (e instanceof StreamableHTTPError || e instanceof SseError) &&
+      typeof e.code === 'number' &&
+      e.code >= 100
+    ) {
+      return e.code;
+    }
+    if (e instanceof WebSocketHandshakeError && 'status' in e.probe) return e.probe.status;
+    // The SSE transport's POST errors carry the status only in the message.
+    const inMessage = e instanceof Error ? /\(HTTP (\d{3})\)/.exec(e.message)?.[1] : undefined;
+    if (inMessage) return Number(inMessage);
+  }
+  return undefined;
+}
+
+function classify(err: unknown, signal: AbortSignal): [ConnectErrorType, string] {
+  const chain = errorChain(err);
+  const refusal = chain.find((e) => e instanceof OutboundUrlError);
+  if (refusal instanceof OutboundUrlError) {
+    // The guard throws the same error class when DNS has no answer: that is no refusal.
+    return [/could not be resolved/.test(refusal.message) ? 'unreachable' : 'refused', refusal.message];
+  }
+  if (signal.aborted) return ['timeout', 'the connection attempt was stopped (timed out or cancelled)'];
+  if (chain.some((e) => e instanceof McpError && e.code === ErrorCode.RequestTimeout)) {
+    return ['timeout', 'the server did not answer in time'];
+  }
+  const status = httpStatus(err);
+  if (status === 401 || status === 403) {
+    return [
+      'auth_failed',
+      `the server refused the connection as unauthorized (HTTP ${status}); check the source's authType and authConfig`,
+    ];
+  }
+  if (status === 101 || (status !== undefined && status >= 300)) {
+    return ['protocol_error', `the server answered HTTP ${status}: ${errorText(err)}`];
+  }
+  const network = chain.find((e): e is Error & { code: string } => {
+    const code = (e as { code?: unknown }).code;
+    return (
+      e instanceof Error &&
+      typeof code === 'string' &&
+      (UNREACHABLE_CODES.has(code) || TIMEOUT_CODES.has(code))
+    );
+  });
+  if (network && TIMEOUT_CODES.has(network.code))
+    return ['timeout', `the connection timed out (${network.code})`];
+  if (network) return ['unreachable', `could not connect: ${errorText(network)}`];
+  if (chain.some((e) => e instanceof McpError && e.code === ErrorCode.ConnectionClosed)) {
+    return ['protocol_error', 'the server closed the connection before it answered'];
+  }
+  return ['protocol_error', errorText(err)];
+}
+
+function errorText(err: unknown): string {
+  let text = err instanceof Error ? err.message : String(err);
+  // undici's "fetch failed" says nothing; its cause says what failed.
+  if (err instanceof Error && err.cause instanceof Error && err.cause.message)
+    text = `${text} (${err.cause.message})`;
+  return text.trim().slice(0, 600) || (err instanceof Error ? err.name : 'unknown error');
+}
+
+/**
+ * Replaces the source's secret values (credentials, env values, and their URL and Basic
+ * encodings) in a message. Values under 4 characters are left: they are no secrets worth the
+ * garbled messages.
+ */
+function redactor(source: SourceToConnect): (text: string) => string {
+  const { credentials, env } = source.secrets;
+  const raw = [...Object.values(credentials), ...Object.values(env)].filter(
+    (v): v is string => typeof v === 'string' && v.length >= 4,
+  );
+  if (credentials.username !== undefined && credentials.password !== undefined) {
+    raw.push(Buffer.from(`${credentials.username}:${credentials.password}`).toString('base64'));
+  }
+  const secrets = [
+    ...new Set(
+      raw.flatMap((v) => [v, encodeURIComponent(v), new URLSearchParams({ v }).toString().slice(2)]),
+    ),
+  ];
+  secrets.sort((a, b) => b.length - a.length);
+  return (text) => secrets.reduce((out, secret) => out.split(secret).join(SECRET_MASK), text);
+}
+
+const sleep = (ms: number) =>
+  new Promise<void>((resolve) => {
+    setTimeout(resolve, ms).unref();
+  });

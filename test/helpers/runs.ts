@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { type ModelReply, type ModelRequest, startModelServer } from './model-server.ts';
+import { startTestService, type TestService } from './service.ts';
+import { waitFor } from './wait.ts';
+
+export type Org = { organizationId: string; apiKey: string };
+
+/** A service with running scheduler and worker loops, its model provider a local server. */
+export async function startWorkerService(
+  reply: (prompt: string, index: number, request: ModelRequest) => ModelReply,
+  env: Record<string, string> = {},
+) {
+  const model = await startModelServer((req, i) =>
+    reply(req.body.messages.filter((m) => m.role === 'user').at(-1)?.content ?? '', i, req),
+  );
+  const svc = await startTestService({
+    startLoops: true,
+    env: {
+      SVC_MODEL_BASE_URL: model.url,
+      SVC_MODEL_API_KEY: 'sk-test-model-key',
+      SVC_RUN_LEASE_SECONDS: '1',
+      ...env,
+    },
+  });
+  return { svc, model };
+}
+
+/** A daily task far in the future: only "run now" runs it. */
+export async function newTask(svc: TestService, org: Org, extra: Record<string, unknown> = {}) {
+  const res = await svc.call({
+    method: 'POST',
+    url: '/api/svc/tasks',
+    key: org.apiKey,
+    body: {
+      organizationId: org.organizationId,
+      name: 'Digest',
+      prompt: `Prompt ${randomUUID()}`,
+      schedule: 'daily',
+      ...extra,
+    },
+  });
+  assert.equal(res.status, 201, res.raw);
+  return res.body as { id: string; prompt: string; model: string };
+}
+
+export async function runNow(svc: TestService, org: Org, taskId: string): Promise<string> {
+  const res = await svc.call({ method: 'POST', url: `/api/svc/tasks/${taskId}/run`, key: org.apiKey });
+  assert.equal(res.status, 202, res.raw);
+  return res.body.id;
+}
+
+export async function finishedRun(svc: TestService, org: Org, runId: string, timeoutMs = 15_000) {
+  return waitFor(
+    `run ${runId} to finish`,
+    async () => {
+      const res = await svc.call({ method: 'GET', url: `/api/svc/runs/${runId}`, key: org.apiKey });
+      return ['completed', 'failed'].includes(res.body.status) ? res.body : undefined;
+    },
+    { timeoutMs },
+  );
+}
+
+/** Lifts the plan's task and rate limits, so a test can make as many tasks and calls as it needs. */
+export async function unlimited(svc: TestService, org: Org) {
+  await svc.call({
+    method: 'PATCH',
+    url: `/api/admin/organizations/${org.organizationId}`,
+    admin: true,
+    body: { tasksLimit: 1000, rateLimitPerMinute: 100000 },
+  });
+}
+
+/** Creates a resource through the API and returns its body. */
+export async function create(
+  svc: TestService,
+  org: Org,
+  path: 'skills' | 'sources',
+  body: Record<string, unknown>,
+) {
+  const res = await svc.call({
+    method: 'POST',
+    url: `/api/svc/${path}`,
+    key: org.apiKey,
+    body: { organizationId: org.organizationId, ...body },
+  });
+  assert.equal(res.status, 201, res.raw);
+  return res.body;
+}
