@@ -5,7 +5,8 @@ import type { AddressInfo } from 'node:net';
 import { dirname } from 'node:path';
 import { describe, test } from 'node:test';
 import { outboundFetch } from '../src/lib/outbound.ts';
-import { connectMcpSource, resultText } from '../src/runner/tools/mcp/connect-mcp.ts';
+import { connectMcpSource } from '../src/runner/tools/mcp/connect-mcp.ts';
+import { resultText } from '../src/runner/tools/mcp/result-text.ts';
 import type {
   ConnectOptions,
   ConnectResult,

@@ -13,7 +13,6 @@ export interface RunJob {
  * Why a run failed, as a value: the worker renders each kind with an exhaustive switch.
  * - not_configured: the service lacks configuration (e.g. no model provider key);
  * - invalid_task: the task cannot run as it stands (unknown model, a skill's missing source);
- * - unsupported: the task asks for something this version cannot do;
  * - source_error: an attached source could not be connected (unreachable, auth refused, ...);
  * - provider_error: the model provider refused or failed after retries;
  * - step_limit: the model was still calling tools when the run's step limit was reached;
@@ -22,7 +21,6 @@ export interface RunJob {
 export type RunErrorType =
   | 'not_configured'
   | 'invalid_task'
-  | 'unsupported'
   | 'source_error'
   | 'provider_error'
   | 'step_limit'

@@ -3,6 +3,7 @@
 // without one the model gets a single generic `http_request` tool. Every request goes through
 // the guarded fetch and stays under baseUrl, the one address the user configured and the
 // source's credentials are meant for.
+
 import { assertOutboundUrl, OutboundUrlError } from '../../lib/outbound.ts';
 import { applySourceAuth } from './auth.ts';
 import {
@@ -21,6 +22,7 @@ import {
   operationRequest,
   operationsFromOpenApi,
 } from './openapi-tools.ts';
+import { secretValues } from './redact.ts';
 import type {
   ConnectErrorType,
   ConnectOptions,
@@ -244,17 +246,8 @@ export async function connectApiSource(
     base,
     auth,
     fetch: options.fetch,
-    // What a message must never show: the values sent for auth and the stored secrets (the
-    // user name is no secret, and short values would blank out ordinary words).
-    secrets: [
-      ...Object.values(auth.headers),
-      ...Object.values(auth.query),
-      ...[
-        source.secrets.credentials.token,
-        source.secrets.credentials.apiKey,
-        source.secrets.credentials.password,
-      ],
-    ].filter((v): v is string => v !== undefined),
+    // What a message must never show: the stored secrets and the values sent for auth.
+    secrets: secretValues(source, [...Object.values(auth.headers), ...Object.values(auth.query)]),
   };
   const found = await loadDocument(ctx, source.config.openapiUrl, options.signal);
   if (!found.ok) return found;

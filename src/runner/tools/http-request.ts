@@ -2,8 +2,10 @@
 // reading a response body without holding more than a bounded number of bytes, telling what a
 // failed fetch means without leaking anything secret into the message, and for api sources
 // keeping every request, and its credentials, under the source's base URL.
+
 import { type FetchLike, OutboundUrlError } from '../../lib/outbound.ts';
 import { type AppliedAuth, withAuthQuery } from './auth.ts';
+import { redact } from './redact.ts';
 import { capText, type ToolCallOutcome } from './types.ts';
 
 /** Bytes of an api answer the model gets to read. */
@@ -95,13 +97,6 @@ export function describeFetchError(
   const detail =
     err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
   return { kind: 'unreachable', message: `the request to ${target} failed: ${redact(detail, secrets)}` };
-}
-
-/** The text with each of the secrets replaced (short values are skipped: they would hit words). */
-export function redact(text: string, secrets: readonly string[]): string {
-  let out = text;
-  for (const secret of secrets) if (secret.length >= 4) out = out.split(secret).join('[secret]');
-  return out;
 }
 
 /** An origin and path for messages: the query string may carry an api key, so it is left out. */

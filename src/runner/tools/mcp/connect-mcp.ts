@@ -2,16 +2,12 @@
 // its tools and wraps the SDK client into a ToolConnection. Every failure becomes a
 // ConnectResult naming the source; no message carries a credential or env value.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { SSEClientTransport, SseError } from '@modelcontextprotocol/sdk/client/sse.js';
-import {
-  StreamableHTTPClientTransport,
-  StreamableHTTPError,
-} from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { type ContentBlock, ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
-import { type FetchLike, OutboundUrlError } from '../../../lib/outbound.ts';
-import { SECRET_MASK } from '../../../schemas/source.ts';
+import type { FetchLike } from '../../../lib/outbound.ts';
 import { applySourceAuth, withAuthQuery } from '../auth.ts';
+import { redact, secretValues } from '../redact.ts';
 import {
   type ConnectErrorType,
   type ConnectOptions,
@@ -22,8 +18,10 @@ import {
   type ToolConnection,
   type ToolDefinition,
 } from '../types.ts';
+import { classify, errorText, httpStatus } from './classify-error.ts';
+import { resultText } from './result-text.ts';
 import { DEFAULT_SEARCH_PATH, StdioMcpTransport, StdioServerError } from './stdio-transport.ts';
-import { WebSocketHandshakeError, WebSocketMcpTransport } from './websocket-transport.ts';
+import { WebSocketMcpTransport } from './websocket-transport.ts';
 
 const CLIENT_INFO = { name: 'svc', version: '0.1.0' };
 /** More tools than this from one source are dropped (a model cannot use hundreds anyway). */
@@ -33,18 +31,6 @@ const MAX_TOOL_PAGES = 64;
 const CALL_TIMEOUT_MS = 120_000;
 const CALL_MAX_TOTAL_MS = 10 * 60_000;
 const STDERR_IN_MESSAGE_CHARS = 500;
-const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EPIPE',
-  'UND_ERR_SOCKET',
-]);
-const TIMEOUT_CODES = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT']);
-
 type Failure = Extract<ConnectResult, { ok: false }>;
 interface Opened {
   client: Client;
@@ -55,7 +41,7 @@ export async function connectMcpSource(
   source: SourceToConnect,
   options: ConnectOptions,
 ): Promise<ConnectResult> {
-  const redact = redactor(source);
+  const redact = sourceRedactor(source);
   const fail = (errorType: ConnectErrorType, detail: string): Failure => ({
     ok: false,
     errorType,
@@ -115,7 +101,7 @@ async function connectStdio(
     return `the server ${how}${stderr ? `; its stderr: ${stderr}` : ' (nothing on stderr)'}`;
   };
   try {
-    return connected(await openClient(transport, options), redactor(source), exited);
+    return connected(await openClient(transport, options), sourceRedactor(source), exited);
   } catch (err) {
     if (err instanceof StdioServerError && err.reason !== 'output_limit')
       return fail('unreachable', err.message);
@@ -242,145 +228,10 @@ function connected(
   return { ok: true, connection };
 }
 
-/** The model's view of a tool result: text parts, placeholders for binary parts. */
-export function resultText(result: {
-  content?: unknown;
-  structuredContent?: unknown;
-  toolResult?: unknown;
-}): string {
-  const blocks = Array.isArray(result.content) ? (result.content as ContentBlock[]) : [];
-  const parts: string[] = [];
-  let hasText = false;
-  for (const block of blocks) {
-    switch (block.type) {
-      case 'text':
-        hasText = true;
-        parts.push(block.text);
-        break;
-      case 'image':
-      case 'audio':
-        parts.push(`[${block.type}: ${block.mimeType}, ${Buffer.byteLength(block.data, 'base64')} bytes]`);
-        break;
-      case 'resource':
-        if ('text' in block.resource && typeof block.resource.text === 'string') {
-          hasText = true;
-          parts.push(block.resource.text);
-        } else parts.push(`[resource: ${block.resource.uri}]`);
-        break;
-      case 'resource_link':
-        parts.push(`[link: ${block.uri}]`);
-        break;
-      default:
-        parts.push(`[${String((block as { type?: unknown }).type)} content]`);
-    }
-  }
-  if (!hasText && result.structuredContent !== undefined)
-    parts.push(JSON.stringify(result.structuredContent));
-  // Servers of the 2024-10-07 protocol answer with `toolResult` instead of `content`.
-  if (blocks.length === 0 && result.structuredContent === undefined && result.toolResult !== undefined) {
-    parts.push(typeof result.toolResult === 'string' ? result.toolResult : JSON.stringify(result.toolResult));
-  }
-  return parts.join('\n');
-}
-
-/** The error, its causes (and an AggregateError's errors), outermost first. */
-function errorChain(err: unknown): unknown[] {
-  const out: unknown[] = [];
-  const queue = [err];
-  while (queue.length > 0 && out.length < 16) {
-    const e = queue.shift();
-    if (e === undefined || e === null || out.includes(e)) continue;
-    out.push(e);
-    if (e instanceof AggregateError) queue.push(...e.errors);
-    if (e instanceof WebSocketHandshakeError && 'error' in e.probe) queue.push(e.probe.error);
-    if (e instanceof Error && e.cause !== undefined) queue.push(e.cause);
-  }
-  return out;
-}
-
-function httpStatus(err: unknown): number | undefined {
-  for (const e of errorChain(err)) {
-    if (
-      (e instanceof StreamableHTTPError || e instanceof SseError) &&
-      typeof e.code === 'number' &&
-      e.code >= 100
-    ) {
-      return e.code;
-    }
-    if (e instanceof WebSocketHandshakeError && 'status' in e.probe) return e.probe.status;
-    // The SSE transport's POST errors carry the status only in the message.
-    const inMessage = e instanceof Error ? /\(HTTP (\d{3})\)/.exec(e.message)?.[1] : undefined;
-    if (inMessage) return Number(inMessage);
-  }
-  return undefined;
-}
-
-function classify(err: unknown, signal: AbortSignal): [ConnectErrorType, string] {
-  const chain = errorChain(err);
-  const refusal = chain.find((e) => e instanceof OutboundUrlError);
-  if (refusal instanceof OutboundUrlError) {
-    // The guard throws the same error class when DNS has no answer: that is no refusal.
-    return [/could not be resolved/.test(refusal.message) ? 'unreachable' : 'refused', refusal.message];
-  }
-  if (signal.aborted) return ['timeout', 'the connection attempt was stopped (timed out or cancelled)'];
-  if (chain.some((e) => e instanceof McpError && e.code === ErrorCode.RequestTimeout)) {
-    return ['timeout', 'the server did not answer in time'];
-  }
-  const status = httpStatus(err);
-  if (status === 401 || status === 403) {
-    return [
-      'auth_failed',
-      `the server refused the connection as unauthorized (HTTP ${status}); check the source's authType and authConfig`,
-    ];
-  }
-  if (status === 101 || (status !== undefined && status >= 300)) {
-    return ['protocol_error', `the server answered HTTP ${status}: ${errorText(err)}`];
-  }
-  const network = chain.find((e): e is Error & { code: string } => {
-    const code = (e as { code?: unknown }).code;
-    return (
-      e instanceof Error &&
-      typeof code === 'string' &&
-      (UNREACHABLE_CODES.has(code) || TIMEOUT_CODES.has(code))
-    );
-  });
-  if (network && TIMEOUT_CODES.has(network.code))
-    return ['timeout', `the connection timed out (${network.code})`];
-  if (network) return ['unreachable', `could not connect: ${errorText(network)}`];
-  if (chain.some((e) => e instanceof McpError && e.code === ErrorCode.ConnectionClosed)) {
-    return ['protocol_error', 'the server closed the connection before it answered'];
-  }
-  return ['protocol_error', errorText(err)];
-}
-
-function errorText(err: unknown): string {
-  let text = err instanceof Error ? err.message : String(err);
-  // undici's "fetch failed" says nothing; its cause says what failed.
-  if (err instanceof Error && err.cause instanceof Error && err.cause.message)
-    text = `${text} (${err.cause.message})`;
-  return text.trim().slice(0, 600) || (err instanceof Error ? err.name : 'unknown error');
-}
-
-/**
- * Replaces the source's secret values (credentials, env values, and their URL and Basic
- * encodings) in a message. Values under 4 characters are left: they are no secrets worth the
- * garbled messages.
- */
-function redactor(source: SourceToConnect): (text: string) => string {
-  const { credentials, env } = source.secrets;
-  const raw = [...Object.values(credentials), ...Object.values(env)].filter(
-    (v): v is string => typeof v === 'string' && v.length >= 4,
-  );
-  if (credentials.username !== undefined && credentials.password !== undefined) {
-    raw.push(Buffer.from(`${credentials.username}:${credentials.password}`).toString('base64'));
-  }
-  const secrets = [
-    ...new Set(
-      raw.flatMap((v) => [v, encodeURIComponent(v), new URLSearchParams({ v }).toString().slice(2)]),
-    ),
-  ];
-  secrets.sort((a, b) => b.length - a.length);
-  return (text) => secrets.reduce((out, secret) => out.split(secret).join(SECRET_MASK), text);
+/** Blanks the source's secrets out of a message. */
+function sourceRedactor(source: SourceToConnect): (text: string) => string {
+  const secrets = secretValues(source);
+  return (text) => redact(text, secrets);
 }
 
 const sleep = (ms: number) =>
