@@ -19,6 +19,8 @@ export interface Config {
   /** 32-byte key; undefined in embedded mode means "load or generate it in the data dir". */
   secretKey: Buffer | undefined;
   publicUrl: string;
+  /** Whether SVC_PUBLIC_URL was set: only then do deliveries link to the run. */
+  publicUrlSet: boolean;
   allowPrivateUrls: boolean;
   stdioCommands: readonly string[];
   /**
@@ -69,6 +71,12 @@ export interface Config {
     maxAttempts: number;
     /** A run still executing after this is failed. */
     runTimeoutMs: number;
+  };
+  delivery: {
+    /** Delays before the retries of a failed delivery; its length is the number of retries. */
+    retryScheduleMs: readonly number[];
+    /** Deliveries one worker process sends at once. */
+    concurrency: number;
   };
   /** On SIGTERM, how long in-flight requests and runs may take before they are cut off. */
   shutdownGraceMs: number;
@@ -123,6 +131,28 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
   return raw.replace(/\/+$/, '');
 }
 
+/**
+ * The Standard Webhooks schedule after the first attempt: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h,
+ * 10 h (eight attempts over about 27 hours).
+ */
+const DEFAULT_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,10h';
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** A comma list of durations (`500ms`, `5s`, `5m`, `2h`; a bare number is seconds), at most 20. */
+function retrySchedule(env: Env, name: string, dflt: string): number[] {
+  const raw = str(env, name) ?? dflt;
+  const delays = raw.split(',').map((part) => {
+    const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(part.trim());
+    if (!m?.[1])
+      throw new ConfigError(name, `must be a comma list of durations such as 5s,5m,2h, got "${part.trim()}"`);
+    const ms = Number(m[1]) * (DURATION_UNITS[m[2] ?? 's'] ?? 1000);
+    if (ms > 7 * 86_400_000) throw new ConfigError(name, `has a delay over 7 days: "${part.trim()}"`);
+    return Math.round(ms);
+  });
+  if (delays.length > 20) throw new ConfigError(name, 'may list at most 20 retries');
+  return delays;
+}
+
 export function parseSecretKey(raw: string, name = 'SVC_SECRET_KEY'): Buffer {
   const key = Buffer.from(raw, 'base64');
   if (key.length !== 32 || !/^[A-Za-z0-9+/=_-]+$/.test(raw)) {
@@ -172,6 +202,7 @@ export function loadConfig(env: Env): Config {
     adminToken,
     secretKey,
     publicUrl: url(env, 'SVC_PUBLIC_URL', ['http:', 'https:']) ?? `http://${displayHost}:${port}`,
+    publicUrlSet: str(env, 'SVC_PUBLIC_URL') !== undefined,
     allowPrivateUrls: bool(env, 'SVC_ALLOW_PRIVATE_URLS', false),
     stdioCommands: (str(env, 'SVC_STDIO_COMMANDS') ?? '')
       .split(',')
@@ -210,6 +241,10 @@ export function loadConfig(env: Env): Config {
       leaseMs: int(env, 'SVC_RUN_LEASE_SECONDS', 30, 1, 3600) * 1000,
       maxAttempts: int(env, 'SVC_RUN_MAX_ATTEMPTS', 3, 1, 20),
       runTimeoutMs: int(env, 'SVC_RUN_TIMEOUT_SECONDS', 600, 1, 86_400) * 1000,
+    },
+    delivery: {
+      retryScheduleMs: retrySchedule(env, 'SVC_DELIVERY_RETRY_SCHEDULE', DEFAULT_RETRY_SCHEDULE),
+      concurrency: int(env, 'SVC_DELIVERY_CONCURRENCY', 8, 1, 256),
     },
     shutdownGraceMs: int(env, 'SVC_SHUTDOWN_GRACE_SECONDS', 30, 0, 3600) * 1000,
   };

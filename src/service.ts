@@ -2,10 +2,13 @@ import type { Config } from './config.ts';
 import type { Db } from './db/db.ts';
 import { migrate } from './db/migrate.ts';
 import { openDb } from './db/open.ts';
+import { findOrganization } from './db/sql/organizations.ts';
 import { pruneRateLimitCounters } from './db/sql/rate-limits.ts';
+import { createChannels } from './delivery/channels/index.ts';
+import { DeliveryDispatcher } from './delivery/dispatcher.ts';
 import type { Deps } from './domain/deps.ts';
 import { loadModelCatalog, type ModelCatalog } from './domain/models.ts';
-import { createDemoOrganizationIfEmpty } from './domain/organizations.ts';
+import { createDemoOrganizationIfEmpty, openWebhookSecret } from './domain/organizations.ts';
 import { windowStart } from './domain/rate-limit.ts';
 import { resolveSecretKey, verifySecretKey } from './domain/secret-key.ts';
 import { buildApp } from './http/app.ts';
@@ -36,6 +39,8 @@ export interface Service {
   scheduler: DueTaskClaimer | undefined;
   /** The run worker when the worker role runs here. */
   worker: RunWorker | undefined;
+  /** The delivery dispatcher, with the worker role. */
+  dispatcher: DeliveryDispatcher | undefined;
   /** Stops taking work, lets in-flight requests finish, closes the database. */
   stop(): Promise<void>;
 }
@@ -74,7 +79,11 @@ export async function startService(config: Config, options: StartOptions = {}): 
     options.db ?? (await openDb(config, (err) => log.warn({ err: err.message }, 'database connection lost')));
   const timers: NodeJS.Timeout[] = [];
   let app: App | undefined;
-  let loops: { scheduler?: DueTaskClaimer | undefined; worker?: RunWorker | undefined } = {};
+  let loops: {
+    scheduler?: DueTaskClaimer | undefined;
+    worker?: RunWorker | undefined;
+    dispatcher?: DeliveryDispatcher | undefined;
+  } = {};
   try {
     const applied = await migrate(db);
     if (applied.length) log.info({ applied }, 'migrations applied');
@@ -89,11 +98,25 @@ export async function startService(config: Config, options: StartOptions = {}): 
     const worker = config.roles.has('worker')
       ? new RunWorker(deps, options.executor ?? modelExecutor(deps))
       : undefined;
+    const dispatcher = config.roles.has('worker')
+      ? new DeliveryDispatcher(
+          deps,
+          createChannels({
+            config,
+            secretOf: async (organizationId) => {
+              const org = await findOrganization(db, organizationId);
+              if (!org) throw new Error(`organization ${organizationId} not found`);
+              return openWebhookSecret(deps, org);
+            },
+          }),
+        )
+      : undefined;
     if (options.startLoops !== false) {
       await scheduler?.start();
       await worker?.start();
+      await dispatcher?.start();
     }
-    loops = { scheduler, worker };
+    loops = { scheduler, worker, dispatcher };
     let url: string | undefined;
     // Every process serves HTTP: the api role the whole surface, the others /healthz, /readyz
     // and /metrics only.
@@ -115,16 +138,21 @@ export async function startService(config: Config, options: StartOptions = {}): 
         // Stop creating work first, then let requests and runs in flight finish (runs still
         // going when the grace period ends go back to the queue), then close the database.
         await scheduler?.stop();
-        await Promise.all([app?.close(), worker?.stop(config.shutdownGraceMs)]);
+        await Promise.all([
+          app?.close(),
+          worker?.stop(config.shutdownGraceMs),
+          dispatcher?.stop(config.shutdownGraceMs),
+        ]);
         await db.close();
       })();
       return stopping;
     };
-    return { deps, app, url, demo, scheduler, worker, stop };
+    return { deps, app, url, demo, scheduler, worker, dispatcher, stop };
   } catch (err) {
     for (const t of timers) clearInterval(t);
     await loops.scheduler?.stop().catch(() => undefined);
     await loops.worker?.stop(0).catch(() => undefined);
+    await loops.dispatcher?.stop(0).catch(() => undefined);
     await app?.close().catch(() => undefined);
     await db.close().catch(() => undefined);
     throw err;

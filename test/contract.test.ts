@@ -480,6 +480,19 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
       assert.equal((await expect(200, 'GET', `/api/svc/runs/${failedId}`)).error, 'model timed out');
       assert.equal((await expect(200, 'GET', `/api/svc/runs/${runningId}`)).status, 'running');
       await expect(404, 'GET', `/api/svc/runs/${nobody}`);
+      // Redelivery: nothing failed yet is a 409; a failed delivery goes back in the queue.
+      await expect(409, 'POST', `/api/svc/runs/${completedId}/redeliver`);
+      await db.query(
+        `INSERT INTO deliveries (id, organization_id, run_id, channel, target, position, status, attempts,
+                                 round_attempts, last_error, created_at, updated_at)
+         VALUES (gen_random_uuid(), $1, $2, 'webhook', 'https://example.com/hook', 0, 'failed', 8, 8, 'HTTP 500', now(), now())`,
+        [org.organizationId, failedId],
+      );
+      const redelivered = await expect(202, 'POST', `/api/svc/runs/${failedId}/redeliver`);
+      assert.equal(redelivered.deliveryStatus, 'pending');
+      assert.equal(redelivered.deliveries[0].status, 'pending');
+      await expect(200, 'GET', `/api/svc/runs/${failedId}`);
+      await expect(404, 'POST', `/api/svc/runs/${nobody}/redeliver`);
       assert.equal((await expect(200, 'GET', `/api/svc/runs?${orgQuery()}`)).length, 3);
       await expect(200, 'GET', `/api/svc/runs?${orgQuery()}&limit=2`);
       await expect(400, 'GET', `/api/svc/runs?${orgQuery()}&limit=101`);

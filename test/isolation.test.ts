@@ -33,6 +33,7 @@ const MATRIX: Record<string, { body?: Record<string, unknown> }> = {
   'DELETE /api/svc/tasks/:taskId/destinations/:destinationId': {},
   'GET /api/svc/runs/:runId': {},
   'HEAD /api/svc/runs/:runId': {},
+  'POST /api/svc/runs/:runId/redeliver': {},
   'GET /api/svc/skills/:skillId': {},
   'HEAD /api/svc/skills/:skillId': {},
   'PATCH /api/svc/skills/:skillId': { body: { content: 'Stolen', isPublic: true } },

@@ -1,3 +1,4 @@
+import { listDeliveriesOfRun, retryFailedDeliveries } from '../db/sql/deliveries.ts';
 import {
   findRun,
   listRunsForOrganization,
@@ -5,8 +6,9 @@ import {
   type RunRow,
   taskExistsInOrganization,
 } from '../db/sql/runs.ts';
+import { currentTime, notify } from '../db/sql/time.ts';
 import { errors } from '../lib/errors.ts';
-import type { Run } from '../schemas/run.ts';
+import type { Delivery, Run, RunWithDeliveries } from '../schemas/run.ts';
 import type { Deps } from './deps.ts';
 
 export const DEFAULT_LIST_LIMIT = 20;
@@ -38,11 +40,65 @@ export async function listRuns(
   return (await listRunsForOrganization(deps.db, organizationId, limit)).map(runView);
 }
 
-/** One run of the organization; another organization's run is not found, like an unknown one. */
-export async function getRun(deps: Pick<Deps, 'db'>, organizationId: string, runId: string): Promise<Run> {
+function deliveryView(row: Awaited<ReturnType<typeof listDeliveriesOfRun>>[number]): Delivery {
+  const delivery: Delivery = {
+    id: row.id,
+    type: row.channel,
+    value: row.target,
+    // `sending` is an attempt in progress: still pending for the API's deliveryStatus.
+    status: row.status,
+    attempts: row.attempt_log.map((a) => ({
+      attempt: a.attempt,
+      at: new Date(a.started_at).toISOString(),
+      durationMs: a.duration_ms,
+      outcome: a.outcome,
+      ...(a.status_code !== null && { statusCode: a.status_code }),
+      ...(a.error !== null && { error: a.error }),
+      ...(a.response !== null && { response: a.response }),
+    })),
+  };
+  if (row.destination_id) delivery.destinationId = row.destination_id;
+  if (row.label !== null) delivery.label = row.label;
+  if (row.status === 'pending' && row.next_attempt_at)
+    delivery.nextAttemptAt = row.next_attempt_at.toISOString();
+  if (row.delivered_at) delivery.deliveredAt = row.delivered_at.toISOString();
+  if (row.last_error !== null && row.status !== 'delivered') delivery.error = row.last_error;
+  return delivery;
+}
+
+/**
+ * One run of the organization with its deliveries; another organization's run is not found,
+ * like an unknown one.
+ */
+export async function getRun(
+  deps: Pick<Deps, 'db'>,
+  organizationId: string,
+  runId: string,
+): Promise<RunWithDeliveries> {
   const row = await findRun(deps.db, organizationId, runId);
   if (!row) throw errors.notFound('Run');
-  return runView(row);
+  const deliveries = await listDeliveriesOfRun(deps.db, runId);
+  return { ...runView(row), ...(deliveries.length > 0 && { deliveries: deliveries.map(deliveryView) }) };
+}
+
+/**
+ * Retries the run's failed deliveries: each goes back in the queue, due now, with a new round
+ * of the retry schedule (its attempt log is kept). 409 when none has failed.
+ */
+export async function redeliverRun(
+  deps: Pick<Deps, 'db' | 'clock'>,
+  organizationId: string,
+  runId: string,
+): Promise<RunWithDeliveries> {
+  const count = await deps.db.transaction(async (tx) => {
+    const now = await currentTime(tx, deps.clock);
+    const n = await retryFailedDeliveries(tx, organizationId, runId, now);
+    if (n) await notify(tx, 'svc_deliveries');
+    return n;
+  });
+  if (count === undefined) throw errors.notFound('Run');
+  if (count === 0) throw errors.conflict('The run has no failed delivery to retry');
+  return getRun(deps, organizationId, runId);
 }
 
 /** A task's runs, newest first; the task must be the organization's. */

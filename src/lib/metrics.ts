@@ -62,6 +62,12 @@ export function createMetrics() {
       help: 'Runs this worker is executing now',
       registers: [registry],
     }),
+    deliveryAttempts: new Counter({
+      name: 'svc_delivery_attempts_total',
+      help: 'Delivery attempts by channel and outcome (delivered, retry, failed)',
+      labelNames: ['channel', 'outcome'] as const,
+      registers: [registry],
+    }),
   };
 }
 

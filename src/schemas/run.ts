@@ -32,3 +32,45 @@ export const TaskRunsQuery = Type.Object(
   { limit: Type.Optional(LimitQuery) },
   { additionalProperties: false },
 );
+
+export const DELIVERY_JOB_STATUSES = ['pending', 'sending', 'delivered', 'failed'] as const;
+
+/** One attempt to deliver a run to one destination. */
+export const DeliveryAttempt = Type.Object({
+  attempt: Type.Integer({ description: 'Counted from 1 over the whole life of the delivery' }),
+  at: DateTime,
+  durationMs: Type.Integer(),
+  outcome: StringEnum(['delivered', 'failed'] as const),
+  statusCode: Type.Optional(Type.Integer({ description: "The receiver's HTTP status (or SMTP reply code)" })),
+  error: Type.Optional(Type.String()),
+  response: Type.Optional(
+    Type.String({ description: "The start of the receiver's answer (at most 1000 characters)" }),
+  ),
+});
+
+/** The delivery of a run to one destination (or a legacy e-mail/SMS flag), with its attempts. */
+export const Delivery = Type.Object({
+  id: Uuid,
+  destinationId: Type.Optional(Uuid),
+  type: StringEnum(['email', 'sms', 'webhook'] as const),
+  value: Type.String({ description: 'The address, number or URL, as it was when the run ended' }),
+  label: Type.Optional(Type.String()),
+  status: StringEnum(DELIVERY_JOB_STATUSES),
+  nextAttemptAt: Type.Optional(DateTime),
+  deliveredAt: Type.Optional(DateTime),
+  error: Type.Optional(Type.String({ description: 'Why the last attempt failed' })),
+  attempts: Type.Array(DeliveryAttempt),
+});
+export type Delivery = Static<typeof Delivery>;
+
+/** GET /runs/{runId} and the redeliver answer: the Run with its deliveries. */
+export const RunWithDeliveries = Type.Object(
+  {
+    ...Run.properties,
+    deliveries: Type.Optional(
+      Type.Array(Delivery, { description: 'Where the run is delivered (only on a single run), in order' }),
+    ),
+  },
+  { $id: 'RunWithDeliveries' },
+);
+export type RunWithDeliveries = Static<typeof RunWithDeliveries>;

@@ -138,7 +138,7 @@ export class RunWorker {
       retry.map((r) => r.id),
     );
     for (const r of giveUp) {
-      await finishRun(tx, r.id, null, {
+      const failed = await finishRun(tx, r.id, null, {
         status: 'failed',
         output: null,
         error: `The run was started ${r.attempts} times and each time its worker stopped responding before it finished; it is not retried again`,
@@ -146,6 +146,7 @@ export class RunWorker {
         tokensUsed: 0,
         completedAt: now,
       });
+      if (failed?.delivery_status === 'pending') await notify(tx, 'svc_deliveries');
     }
     metrics.leasesExpired.inc({ action: 'retried' }, retry.length);
     metrics.leasesExpired.inc({ action: 'failed' }, giveUp.length);
@@ -225,6 +226,8 @@ export class RunWorker {
       log.warn({ runId: run.id }, 'run result dropped: the lease was lost before it was recorded');
       return;
     }
+    // Its deliveries were queued with it: wake the dispatchers of every process.
+    if (finished.delivery_status === 'pending') await notify(db, 'svc_deliveries');
     metrics.runsFinished.inc({ status: finished.status });
     log.info(
       {

@@ -126,9 +126,28 @@ export interface RunResultRow {
 }
 
 /**
+ * Where a finished run of the task is delivered: its destinations in order, after the legacy
+ * e-mail and SMS flags, each (channel, target) once. `task` is an SQL expression for the task id.
+ */
+const deliveryTargets = (task: string) => `
+  SELECT DISTINCT ON (channel, lower(target)) destination_id, channel, target, label, position
+    FROM (
+      SELECT NULL::uuid AS destination_id, 'email' AS channel, t.delivery_email_address AS target,
+             NULL::text AS label, -2 AS position
+        FROM tasks t WHERE t.id = ${task} AND t.delivery_email AND t.delivery_email_address IS NOT NULL
+      UNION ALL
+      SELECT NULL::uuid, 'sms', t.delivery_phone_number, NULL::text, -1
+        FROM tasks t WHERE t.id = ${task} AND t.delivery_sms AND t.delivery_phone_number IS NOT NULL
+      UNION ALL
+      SELECT d.id, d.type, d.value, d.label, d.position FROM task_destinations d WHERE d.task_id = ${task}
+    ) targets
+   ORDER BY channel, lower(target), position`;
+
+/**
  * Records a run's end in one statement: the run (only while `workerId` holds it; pass null for
- * a run failed by lease recovery), its usage-ledger row, and a `once` task's completion.
- * Returns the finished run, or undefined when the lease was no longer this worker's.
+ * a run failed by lease recovery), its usage-ledger row, a `once` task's completion, and one
+ * delivery job per destination (deliveryStatus `pending` when there is any). Returns the
+ * finished run, or undefined when the lease was no longer this worker's.
  */
 export async function finishRun(
   db: Queryable,
@@ -137,12 +156,15 @@ export async function finishRun(
   r: RunResultRow,
 ): Promise<RunRow | undefined> {
   const [row] = await db.query<RunRow>(
-    `WITH run AS (
+    `WITH targets AS (
+       ${deliveryTargets('(SELECT task_id FROM runs WHERE id = $1)')}
+     ), run AS (
        UPDATE runs SET status = $3, output = $4, error = $5, cost_cents = $6, tokens_used = $7,
               completed_at = $8,
               duration_ms = CASE WHEN started_at IS NULL THEN NULL
                                  ELSE greatest(0, round(extract(epoch FROM ($8::timestamptz - started_at)) * 1000))::int END,
-              lease_owner = NULL, lease_expires_at = NULL
+              lease_owner = NULL, lease_expires_at = NULL,
+              delivery_status = CASE WHEN EXISTS (SELECT 1 FROM targets) THEN 'pending' END
         WHERE id = $1 AND status = 'running' AND ($2::text IS NULL OR lease_owner = $2)
        RETURNING *
      ), ledger AS (
@@ -153,6 +175,12 @@ export async function finishRun(
          FROM run
         WHERE t.id = run.task_id AND run.trigger = 'schedule' AND t.status = 'active'
           AND t.schedule = 'once' AND t.cron_expression IS NULL
+     ), queued AS (
+       INSERT INTO deliveries (id, organization_id, run_id, destination_id, channel, target, label, position,
+                               status, next_attempt_at, created_at, updated_at)
+       SELECT gen_random_uuid(), run.organization_id, run.id, targets.destination_id, targets.channel,
+              targets.target, targets.label, targets.position, 'pending', $8, $8, $8
+         FROM run CROSS JOIN targets
      )
      SELECT * FROM run`,
     [runId, workerId, r.status, r.output, r.error, r.costCents, Math.round(r.tokensUsed), r.completedAt],

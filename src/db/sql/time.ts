@@ -13,6 +13,9 @@ export async function currentTime(db: Queryable, clock: Clock): Promise<Date> {
 }
 
 /** Wakes the listeners of `channel` in every process, when the current transaction commits. */
-export async function notify(db: Queryable, channel: 'svc_tasks' | 'svc_runs'): Promise<void> {
+export async function notify(
+  db: Queryable,
+  channel: 'svc_tasks' | 'svc_runs' | 'svc_deliveries',
+): Promise<void> {
   await db.query('SELECT pg_notify($1, $2)', [channel, '']);
 }

@@ -1,8 +1,8 @@
 import { Type } from 'typebox';
 import type { Deps } from '../../domain/deps.ts';
-import { getRun, listRuns, listTaskRuns } from '../../domain/runs.ts';
+import { getRun, listRuns, listTaskRuns, redeliverRun } from '../../domain/runs.ts';
 import { errorResponses, OrganizationListQuery } from '../../schemas/common.ts';
-import { Run, RunIdParams, TaskRunsParams, TaskRunsQuery } from '../../schemas/run.ts';
+import { Run, RunIdParams, RunWithDeliveries, TaskRunsParams, TaskRunsQuery } from '../../schemas/run.ts';
 import { type App, principalOf } from '../types.ts';
 
 export function runRoutes(app: App, deps: Deps): void {
@@ -24,12 +24,29 @@ export function runRoutes(app: App, deps: Deps): void {
     {
       schema: {
         tags: ['runs'],
-        summary: 'One run',
+        summary: 'One run, with its deliveries and their attempts',
         params: RunIdParams,
-        response: { 200: Run, ...errorResponses(400, 401, 404, 429) },
+        response: { 200: RunWithDeliveries, ...errorResponses(400, 401, 404, 429) },
       },
     },
     async (request) => getRun(deps, principalOf(request).organizationId, request.params.runId),
+  );
+
+  app.post(
+    '/api/svc/runs/:runId/redeliver',
+    {
+      schema: {
+        tags: ['runs'],
+        summary: "Retry the run's failed deliveries (a new round of the retry schedule)",
+        params: RunIdParams,
+        response: { 202: RunWithDeliveries, ...errorResponses(400, 401, 404, 409, 429) },
+      },
+    },
+    async (request, reply) => {
+      const run = await redeliverRun(deps, principalOf(request).organizationId, request.params.runId);
+      reply.code(202);
+      return run;
+    },
   );
 
   app.get(

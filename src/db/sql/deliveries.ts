@@ -1,0 +1,222 @@
+import type { Queryable } from '../db.ts';
+
+export type DeliveryStatus = 'pending' | 'sending' | 'delivered' | 'failed';
+
+export interface DeliveryRow {
+  id: string;
+  organization_id: string;
+  run_id: string;
+  destination_id: string | null;
+  channel: 'email' | 'sms' | 'webhook';
+  target: string;
+  label: string | null;
+  position: number;
+  status: DeliveryStatus;
+  attempts: number;
+  round_attempts: number;
+  next_attempt_at: Date | null;
+  lease_owner: string | null;
+  lease_expires_at: Date | null;
+  last_error: string | null;
+  delivered_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface AttemptRow {
+  attempt: number;
+  started_at: string;
+  duration_ms: number;
+  outcome: 'delivered' | 'failed';
+  status_code: number | null;
+  error: string | null;
+  response: string | null;
+}
+
+/**
+ * Deliveries left `sending` by a dispatcher that stopped (crash, kill) go back to `pending`, due
+ * at once. The attempt in flight may have reached the receiver: delivery is at least once, and
+ * the stable `webhook-id` lets a webhook receiver drop the repeat.
+ */
+export async function recoverExpiredDeliveries(db: Queryable, now: Date): Promise<number> {
+  const rows = await db.query(
+    `UPDATE deliveries SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+            next_attempt_at = $1, updated_at = $1
+      WHERE status = 'sending' AND lease_expires_at < $1
+      RETURNING id`,
+    [now],
+  );
+  return rows.length;
+}
+
+/** Claims up to `limit` due deliveries under a lease, oldest due first. */
+export function claimDeliveries(
+  tx: Queryable,
+  o: { owner: string; now: Date; leaseMs: number; limit: number },
+): Promise<DeliveryRow[]> {
+  return tx.query<DeliveryRow>(
+    `WITH picked AS (
+       SELECT id FROM deliveries
+        WHERE status = 'pending' AND next_attempt_at <= $2
+        ORDER BY next_attempt_at, id
+        LIMIT $4
+        FOR UPDATE SKIP LOCKED
+     )
+     UPDATE deliveries d SET status = 'sending', lease_owner = $1,
+            lease_expires_at = $2::timestamptz + make_interval(secs => $3::double precision / 1000),
+            attempts = attempts + 1, round_attempts = round_attempts + 1, updated_at = $2
+       FROM picked WHERE d.id = picked.id
+     RETURNING d.*`,
+    [o.owner, o.now, o.leaseMs, o.limit],
+  );
+}
+
+/** When the dispatcher next has something to do: the nearest due delivery or lease expiry. */
+export async function nearestDeliveryAt(db: Queryable): Promise<Date | undefined> {
+  const [row] = await db.query<{ at: Date | null }>(
+    `SELECT least(
+       (SELECT min(next_attempt_at) FROM deliveries WHERE status = 'pending'),
+       (SELECT min(lease_expires_at) FROM deliveries WHERE status = 'sending')) AS at`,
+  );
+  return row?.at ?? undefined;
+}
+
+/**
+ * The run's deliveryStatus from its deliveries: pending while any is pending or sending, failed
+ * when any failed, delivered when all were. The caller holds the run's row lock, so that two
+ * deliveries of one run finishing at once both see each other's outcome.
+ */
+async function refreshRunDeliveryStatus(tx: Queryable, runId: string): Promise<void> {
+  await tx.query(
+    `UPDATE runs SET delivery_status = CASE
+       WHEN EXISTS (SELECT 1 FROM deliveries WHERE run_id = $1 AND status IN ('pending', 'sending')) THEN 'pending'
+       WHEN EXISTS (SELECT 1 FROM deliveries WHERE run_id = $1 AND status = 'failed') THEN 'failed'
+       ELSE 'delivered' END
+      WHERE id = $1 AND EXISTS (SELECT 1 FROM deliveries WHERE run_id = $1)`,
+    [runId],
+  );
+}
+
+export interface AttemptRecord {
+  deliveryId: string;
+  runId: string;
+  owner: string;
+  attempt: number;
+  startedAt: Date;
+  durationMs: number;
+  outcome: 'delivered' | 'failed';
+  statusCode: number | undefined;
+  error: string | undefined;
+  response: string | undefined;
+  /** What the delivery becomes: delivered, failed for good, or pending again at `nextAttemptAt`. */
+  next: { status: 'delivered' } | { status: 'failed' } | { status: 'pending'; nextAttemptAt: Date };
+  now: Date;
+}
+
+/**
+ * Records one attempt and its consequence in one transaction, only while `owner` still holds
+ * the delivery (a dispatcher whose lease expired records nothing). Returns whether it did.
+ */
+export async function recordAttempt(tx: Queryable, r: AttemptRecord): Promise<boolean> {
+  // Lock order: the run first, then its delivery (as redelivery does).
+  await tx.query('SELECT 1 FROM runs WHERE id = $1 FOR UPDATE', [r.runId]);
+  const updated = await tx.query(
+    `UPDATE deliveries SET status = $3, next_attempt_at = $4, lease_owner = NULL, lease_expires_at = NULL,
+            last_error = $5, delivered_at = CASE WHEN $3 = 'delivered' THEN $6::timestamptz END, updated_at = $6
+      WHERE id = $1 AND lease_owner = $2 AND status = 'sending'
+      RETURNING id`,
+    [
+      r.deliveryId,
+      r.owner,
+      r.next.status,
+      r.next.status === 'pending' ? r.next.nextAttemptAt : null,
+      r.outcome === 'failed' ? (r.error ?? 'failed') : null,
+      r.now,
+    ],
+  );
+  if (updated.length === 0) return false;
+  await tx.query(
+    `INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, outcome, status_code, error, response)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [
+      r.deliveryId,
+      r.attempt,
+      r.startedAt,
+      r.durationMs,
+      r.outcome,
+      r.statusCode ?? null,
+      r.error ?? null,
+      r.response ?? null,
+    ],
+  );
+  await refreshRunDeliveryStatus(tx, r.runId);
+  return true;
+}
+
+/** Gives a claimed delivery back untried (shutdown): pending again, the attempt not counted. */
+export async function releaseDelivery(
+  db: Queryable,
+  deliveryId: string,
+  owner: string,
+  now: Date,
+): Promise<void> {
+  await db.query(
+    `UPDATE deliveries SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, next_attempt_at = $3,
+            attempts = attempts - 1, round_attempts = round_attempts - 1, updated_at = $3
+      WHERE id = $1 AND lease_owner = $2 AND status = 'sending'`,
+    [deliveryId, owner, now],
+  );
+}
+
+/** A run's deliveries in order, each with its attempts oldest first. */
+export function listDeliveriesOfRun(
+  db: Queryable,
+  runId: string,
+): Promise<(DeliveryRow & { attempt_log: AttemptRow[] })[]> {
+  return db.query(
+    `SELECT d.*, coalesce((SELECT json_agg(json_build_object(
+               'attempt', a.attempt, 'started_at', a.started_at, 'duration_ms', a.duration_ms,
+               'outcome', a.outcome, 'status_code', a.status_code, 'error', a.error, 'response', a.response)
+               ORDER BY a.attempt)
+             FROM delivery_attempts a WHERE a.delivery_id = d.id), '[]'::json) AS attempt_log
+       FROM deliveries d WHERE d.run_id = $1 ORDER BY d.position, d.id`,
+    [runId],
+  );
+}
+
+/**
+ * Puts the run's failed deliveries back in the queue, due now, for a new round of the retry
+ * schedule. Returns how many; undefined when the run is not the organization's.
+ */
+export async function retryFailedDeliveries(
+  tx: Queryable,
+  organizationId: string,
+  runId: string,
+  now: Date,
+): Promise<number | undefined> {
+  const [run] = await tx.query('SELECT id FROM runs WHERE id = $1 AND organization_id = $2 FOR UPDATE', [
+    runId,
+    organizationId,
+  ]);
+  if (!run) return undefined;
+  const rows = await tx.query(
+    `UPDATE deliveries SET status = 'pending', round_attempts = 0, next_attempt_at = $2, updated_at = $2
+      WHERE run_id = $1 AND status = 'failed'
+      RETURNING id`,
+    [runId, now],
+  );
+  if (rows.length > 0) await refreshRunDeliveryStatus(tx, runId);
+  return rows.length;
+}
+
+/** What a delivery carries besides the run: the task's name. */
+export async function taskNameOfRun(
+  db: Queryable,
+  runId: string,
+): Promise<{ id: string; name: string } | undefined> {
+  const [row] = await db.query<{ id: string; name: string }>(
+    'SELECT t.id, t.name FROM runs r JOIN tasks t ON t.id = r.task_id WHERE r.id = $1',
+    [runId],
+  );
+  return row;
+}

@@ -1,0 +1,185 @@
+// The delivery dispatcher (part of the worker role). Delivery jobs live in the deliveries
+// table; the dispatcher claims due ones under a lease, makes one attempt through the job's
+// channel and records the attempt with its consequence (delivered, retry at a later time, or
+// failed) in one transaction. Nothing is kept in memory that a restart would lose: a job whose
+// dispatcher died is due again when its lease expires.
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import {
+  claimDeliveries,
+  type DeliveryRow,
+  nearestDeliveryAt,
+  recordAttempt,
+  recoverExpiredDeliveries,
+  releaseDelivery,
+  taskNameOfRun,
+} from '../db/sql/deliveries.ts';
+import { findRun } from '../db/sql/runs.ts';
+import { currentTime } from '../db/sql/time.ts';
+import type { Deps } from '../domain/deps.ts';
+import { runView } from '../domain/runs.ts';
+import { CoalescedTask } from '../lib/coalesced-task.ts';
+import type { ChannelType, DeliveryChannel, SendOutcome } from './channel.ts';
+import { nextRetryDelay } from './retry.ts';
+
+/**
+ * How long a claimed job is this dispatcher's. Longer than any one attempt can take (webhooks
+ * and SMS give up after 15 s, SMTP after 15 s per phase), so a live dispatcher never loses one.
+ */
+const LEASE_MS = 120_000;
+/** The longest sleep between looks; wake-ups come from NOTIFY svc_deliveries and due times. */
+const MAX_SLEEP_MS = 60_000;
+
+export class DeliveryDispatcher {
+  readonly id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  readonly #deps: Deps;
+  readonly #channels: Record<ChannelType, DeliveryChannel>;
+  readonly #active = new Map<string, { controller: AbortController; done: Promise<void> }>();
+  readonly #passes = new CoalescedTask(() => this.#pass());
+  #timer: NodeJS.Timeout | undefined;
+  #unlisten: (() => Promise<void>) | undefined;
+  #stopped = false;
+
+  constructor(deps: Deps, channels: Record<ChannelType, DeliveryChannel>) {
+    this.#deps = deps;
+    this.#channels = channels;
+  }
+
+  async start(): Promise<void> {
+    this.#unlisten = await this.#deps.db.listen('svc_deliveries', () => this.wake());
+    this.wake();
+  }
+
+  wake(): void {
+    this.#passes.request();
+  }
+
+  /**
+   * Stops claiming; attempts in flight get `graceMs` to end, then are aborted and their jobs
+   * given back untried (due at once, for this or another process).
+   */
+  async stop(graceMs: number): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    await this.#unlisten?.();
+    await this.#passes.stop();
+    const all = () => Promise.all([...this.#active.values()].map((a) => a.done));
+    let timer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise<'grace_over'>((resolve) => {
+      timer = setTimeout(() => resolve('grace_over'), graceMs);
+    });
+    if ((await Promise.race([all(), graceOver])) === 'grace_over') {
+      for (const a of this.#active.values()) a.controller.abort();
+      await all();
+    }
+    clearTimeout(timer);
+  }
+
+  async #pass(): Promise<void> {
+    const { db, clock, config, log } = this.#deps;
+    try {
+      const now = await currentTime(db, clock);
+      const recovered = await recoverExpiredDeliveries(db, now);
+      if (recovered) log.warn({ recovered }, 'deliveries of a stopped dispatcher are due again');
+      const free = config.delivery.concurrency - this.#active.size;
+      if (free > 0 && !this.#stopped) {
+        const claimed = await db.transaction((tx) =>
+          claimDeliveries(tx, { owner: this.id, now, leaseMs: LEASE_MS, limit: free }),
+        );
+        for (const job of claimed) this.#begin(job);
+      }
+      const next = await nearestDeliveryAt(db);
+      const delay = next ? next.getTime() - (await currentTime(db, clock)).getTime() : MAX_SLEEP_MS;
+      this.#arm(Math.max(0, Math.min(delay, MAX_SLEEP_MS)));
+    } catch (err) {
+      log.error({ err }, 'delivery pass failed; retrying');
+      this.#arm(5_000);
+    }
+  }
+
+  #arm(ms: number): void {
+    if (this.#stopped) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => this.wake(), ms);
+    this.#timer.unref();
+  }
+
+  #begin(job: DeliveryRow): void {
+    const controller = new AbortController();
+    const done = this.#attempt(job, controller.signal)
+      .catch((err) => this.#deps.log.error({ err, deliveryId: job.id }, 'delivery attempt crashed'))
+      .finally(() => {
+        this.#active.delete(job.id);
+        this.wake();
+      });
+    this.#active.set(job.id, { controller, done });
+  }
+
+  async #attempt(job: DeliveryRow, signal: AbortSignal): Promise<void> {
+    const { db, clock, config, log, metrics } = this.#deps;
+    const [run, task] = await Promise.all([
+      findRun(db, job.organization_id, job.run_id),
+      taskNameOfRun(db, job.run_id),
+    ]);
+    // Deleting a run or its task deletes its deliveries too; nothing is left to send.
+    if (!run || !task) return;
+    const startedAt = await currentTime(db, clock);
+    const started = performance.now();
+    const outcome: SendOutcome = await this.#channels[job.channel].send(
+      job.target,
+      {
+        run: runView(run),
+        task,
+        organizationId: job.organization_id,
+        deliveryId: job.id,
+        occurredAt: run.completed_at ?? startedAt,
+        runUrl: config.publicUrlSet ? `${config.publicUrl}/api/svc/runs/${run.id}` : undefined,
+      },
+      signal,
+    );
+    const durationMs = Math.round(performance.now() - started);
+    const now = await currentTime(db, clock);
+    if (signal.aborted) {
+      await releaseDelivery(db, job.id, this.id, now);
+      return;
+    }
+    const delay =
+      outcome.ok || outcome.permanent
+        ? undefined
+        : nextRetryDelay(job.round_attempts, config.delivery.retryScheduleMs, outcome.retryAfterMs);
+    const next = outcome.ok
+      ? ({ status: 'delivered' } as const)
+      : delay === undefined
+        ? ({ status: 'failed' } as const)
+        : ({ status: 'pending', nextAttemptAt: new Date(now.getTime() + delay) } as const);
+    const recorded = await db.transaction((tx) =>
+      recordAttempt(tx, {
+        deliveryId: job.id,
+        runId: job.run_id,
+        owner: this.id,
+        attempt: job.attempts,
+        startedAt,
+        durationMs,
+        outcome: outcome.ok ? 'delivered' : 'failed',
+        statusCode: outcome.statusCode,
+        error: outcome.ok ? undefined : outcome.error,
+        response: outcome.response,
+        next,
+        now,
+      }),
+    );
+    const context = { deliveryId: job.id, runId: job.run_id, channel: job.channel, attempt: job.attempts };
+    if (!recorded) {
+      log.warn(context, 'delivery attempt not recorded: its lease had expired');
+      return;
+    }
+    const label = next.status === 'pending' ? 'retry' : next.status;
+    metrics.deliveryAttempts.inc({ channel: job.channel, outcome: label });
+    if (outcome.ok) log.info({ ...context, statusCode: outcome.statusCode }, 'delivered');
+    else
+      log.warn(
+        { ...context, statusCode: outcome.statusCode, error: outcome.error, next: label },
+        'delivery attempt failed',
+      );
+  }
+}
