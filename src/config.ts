@@ -48,6 +48,8 @@ export interface Config {
     webhookSecret: string | undefined;
     priceId: string | undefined;
     apiBase: string | undefined;
+    /** The Stripe meter's event name that usage beyond the plan's credits is reported to. */
+    meterEventName: string;
   };
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Trust X-Forwarded-For from this many proxy hops (0 = use the socket address). */
@@ -227,6 +229,7 @@ export function loadConfig(env: Env): Config {
       webhookSecret: str(env, 'STRIPE_WEBHOOK_SECRET'),
       priceId: str(env, 'STRIPE_PRICE_ID'),
       apiBase: url(env, 'SVC_STRIPE_API_BASE', ['http:', 'https:']),
+      meterEventName: str(env, 'STRIPE_METER_EVENT_NAME') ?? 'svc_usage_cents',
     },
     logLevel: logLevel as Config['logLevel'],
     trustProxyHops: int(env, 'SVC_TRUST_PROXY_HOPS', 0, 0, 10),

@@ -1,3 +1,5 @@
+import { createStripeClient } from './billing/stripe-client.ts';
+import { UsageReporter } from './billing/usage-meter.ts';
 import type { Config } from './config.ts';
 import type { Db } from './db/db.ts';
 import { migrate } from './db/migrate.ts';
@@ -41,6 +43,8 @@ export interface Service {
   worker: RunWorker | undefined;
   /** The delivery dispatcher, with the worker role. */
   dispatcher: DeliveryDispatcher | undefined;
+  /** Sends metered usage to Stripe, with the worker role when Stripe is configured. */
+  usageReporter: UsageReporter | undefined;
   /** Stops taking work, lets in-flight requests finish, closes the database. */
   stop(): Promise<void>;
 }
@@ -83,13 +87,23 @@ export async function startService(config: Config, options: StartOptions = {}): 
     scheduler?: DueTaskClaimer | undefined;
     worker?: RunWorker | undefined;
     dispatcher?: DeliveryDispatcher | undefined;
+    usageReporter?: UsageReporter | undefined;
   } = {};
   try {
     const applied = await migrate(db);
     if (applied.length) log.info({ applied }, 'migrations applied');
     const secretBox = new SecretBox(resolveSecretKey(config));
     await verifySecretKey(db, secretBox);
-    const deps: Deps = { config, db, clock, secretBox, log, metrics: createMetrics(), models };
+    const deps: Deps = {
+      config,
+      db,
+      clock,
+      secretBox,
+      log,
+      metrics: createMetrics(),
+      models,
+      stripe: createStripeClient(config.stripe),
+    };
 
     const created = config.createDemoOrg ? await createDemoOrganizationIfEmpty(deps) : undefined;
     const demo = created && { organizationId: created.organization.id, apiKey: created.apiKey };
@@ -111,12 +125,14 @@ export async function startService(config: Config, options: StartOptions = {}): 
           }),
         )
       : undefined;
+    const usageReporter = config.roles.has('worker') && deps.stripe ? new UsageReporter(deps) : undefined;
     if (options.startLoops !== false) {
       await scheduler?.start();
       await worker?.start();
       await dispatcher?.start();
+      await usageReporter?.start();
     }
-    loops = { scheduler, worker, dispatcher };
+    loops = { scheduler, worker, dispatcher, usageReporter };
     let url: string | undefined;
     // Every process serves HTTP: the api role the whole surface, the others /healthz, /readyz
     // and /metrics only.
@@ -142,17 +158,19 @@ export async function startService(config: Config, options: StartOptions = {}): 
           app?.close(),
           worker?.stop(config.shutdownGraceMs),
           dispatcher?.stop(config.shutdownGraceMs),
+          usageReporter?.stop(),
         ]);
         await db.close();
       })();
       return stopping;
     };
-    return { deps, app, url, demo, scheduler, worker, dispatcher, stop };
+    return { deps, app, url, demo, scheduler, worker, dispatcher, usageReporter, stop };
   } catch (err) {
     for (const t of timers) clearInterval(t);
     await loops.scheduler?.stop().catch(() => undefined);
     await loops.worker?.stop(0).catch(() => undefined);
     await loops.dispatcher?.stop(0).catch(() => undefined);
+    await loops.usageReporter?.stop().catch(() => undefined);
     await app?.close().catch(() => undefined);
     await db.close().catch(() => undefined);
     throw err;

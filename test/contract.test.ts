@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
+import Stripe from 'stripe';
 import { recordRunOutcome } from '../src/db/sql/usage.ts';
 import {
   fieldProblems,
@@ -16,16 +17,18 @@ import {
 import { BODY_LOCATIONS, endpointProblems, one, RESOURCE_LOCATIONS } from './helpers/openapi-spec-map.ts';
 import { type CallOptions, type Reply, startTestService, type TestService } from './helpers/service.ts';
 import { bodyFields, keysOfNote, parseSpec } from './helpers/spec-tables.ts';
+import { type StripeTestServer, startStripeServer } from './helpers/stripe-server.ts';
+
+const WEBHOOK_SECRET = 'whsec_contract_test_secret';
 
 /** The interface specification, read at test time from beside the project. */
 const spec = parseSpec(readFileSync(new URL('../../shared/spec/interface-spec.md', import.meta.url), 'utf8'));
 
 /**
- * Checkout and portal sessions are not built yet: the spec's endpoints, the Session link resource
- * and the checkout/portal bodies are checked once these operations are in the document, and
- * skipped (not failed) while they are absent.
+ * Operations of the spec not built yet: their endpoints, resources and bodies are checked once
+ * they are in the document, and skipped (not failed) while they are absent. None at present.
  */
-const NOT_BUILT = new Set(['POST /api/svc/billing/checkout', 'POST /api/svc/billing/portal']);
+const NOT_BUILT = new Set<string>();
 // Where the document carries each resource and request body of the spec: RESOURCE_LOCATIONS
 // and BODY_LOCATIONS in helpers/openapi-spec-map.ts.
 
@@ -35,6 +38,7 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
   let contract: ResponseContract;
   let org: { organizationId: string; apiKey: string };
   let other: { organizationId: string; apiKey: string };
+  let stripe: StripeTestServer;
 
   /** A call whose response is checked against the document; the key defaults to `org`'s. */
   const api = async (
@@ -66,7 +70,17 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
 
   before(async () => {
     // The api role alone: no scheduler or worker touches the runs this test shapes.
-    svc = await startTestService({ env: { SVC_ROLE: 'api', SVC_STDIO_COMMANDS: 'node' } });
+    stripe = await startStripeServer();
+    svc = await startTestService({
+      env: {
+        SVC_ROLE: 'api',
+        SVC_STDIO_COMMANDS: 'node',
+        STRIPE_SECRET_KEY: 'sk_test_contract',
+        STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
+        STRIPE_PRICE_ID: 'price_contract',
+        SVC_STRIPE_API_BASE: stripe.url,
+      },
+    });
     const res = await svc.call({ method: 'GET', url: '/api/svc/openapi.json' });
     assert.equal(res.status, 200, res.raw);
     doc = res.body;
@@ -76,7 +90,10 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
     other = await svc.createOrg('paid');
     await admin('PATCH', `/api/admin/organizations/${org.organizationId}`, { rateLimitPerMinute: 100_000 });
   });
-  after(() => svc?.close());
+  after(async () => {
+    await svc?.close();
+    await stripe?.close();
+  });
 
   describe('the document against the spec', () => {
     test('the spec yields the field tables and request bodies this test checks, no more and no fewer', () => {
@@ -510,6 +527,30 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
       assert.equal(billing.plan, 'paid');
       await expect(400, 'GET', '/api/svc/billing/status?organizationId=42');
       await expect(401, 'GET', `/api/svc/billing/status?organizationId=${other.organizationId}`);
+      const body = { organizationId: org.organizationId };
+      await expect(409, 'POST', '/api/svc/billing/portal', { body });
+      assert.match((await expect(200, 'POST', '/api/svc/billing/checkout', { body })).url, /^https:/);
+      assert.match((await expect(200, 'POST', '/api/svc/billing/portal', { body })).url, /^https:/);
+      await expect(401, 'POST', '/api/svc/billing/checkout', {
+        body: { organizationId: other.organizationId },
+      });
+      await expect(400, 'POST', '/api/svc/billing/checkout', { body: {} });
+      const payload = JSON.stringify({
+        id: 'evt_contract',
+        object: 'event',
+        type: 'customer.created',
+        created: Math.floor(Date.now() / 1000),
+        data: { object: { id: 'cus_contract', object: 'customer' } },
+      });
+      const headers = { 'content-type': 'application/json' };
+      await expect(400, 'POST', '/api/svc/billing/webhook', { body: payload, headers, key: undefined });
+      const signature = Stripe.webhooks.generateTestHeaderString({ payload, secret: WEBHOOK_SECRET });
+      const received = await expect(200, 'POST', '/api/svc/billing/webhook', {
+        body: payload,
+        headers: { ...headers, 'stripe-signature': signature },
+        key: undefined,
+      });
+      assert.equal(received.received, true);
     });
 
     test('deleting a task answers 204 with no body, then 404', async () => {
@@ -533,14 +574,15 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
       });
     });
 
-    test('every operation but the document itself requires a key, and answers 401 without one in the declared envelope', async () => {
+    test('every operation but the document and the Stripe webhook requires a key, and answers 401 without one in the declared envelope', async () => {
       const isPublic = (op: string) => {
         const { method, path } = split(op);
         const security = doc.paths[path]?.[method].security ?? doc.security;
         return !security?.some((s: Record<string, unknown>) => 'apiKey' in s);
       };
       const ops = operationsUnder(doc, '/api/svc/');
-      assert.deepEqual(ops.filter(isPublic), ['GET /api/svc/openapi.json']);
+      // Stripe's webhook is signed instead: it carries no key.
+      assert.deepEqual(ops.filter(isPublic), ['GET /api/svc/openapi.json', 'POST /api/svc/billing/webhook']);
       for (const op of ops.filter((o) => !isPublic(o))) {
         const { method, path } = split(op);
         const url = path.replace(/\{\w+\}/g, () => randomUUID());

@@ -2,22 +2,29 @@ import { findOrganization } from '../db/sql/organizations.ts';
 import { periodUsage } from '../db/sql/usage.ts';
 import { errors } from '../lib/errors.ts';
 import type { BillingStatus } from '../schemas/billing.ts';
+import { currentPeriodStart } from './billing-period.ts';
 import type { Deps } from './deps.ts';
 import { effectiveLimits } from './plans.ts';
 
 /**
- * The organization's plan, period, limits and usage. `runsUsed` counts the ledger's runs since
- * the period start (deleted runs included); `tasksCount` is the active tasks; `usageCostCents` is
- * the period's run cost beyond the plan's credits. `usersCount` arrives with users.
+ * The organization's plan, period, limits and usage. The period is the current monthly one
+ * (billing-period.ts); `runsUsed` counts the ledger's runs created in it (deleted runs
+ * included, runs refused by the run limit not); `tasksCount` is the active tasks;
+ * `usageCostCents` is the period's run cost beyond the plan's credits. `usersCount` arrives
+ * with users.
  */
-export async function billingStatus(deps: Pick<Deps, 'db'>, organizationId: string): Promise<BillingStatus> {
+export async function billingStatus(
+  deps: Pick<Deps, 'db' | 'clock'>,
+  organizationId: string,
+): Promise<BillingStatus> {
   const org = await findOrganization(deps.db, organizationId);
   if (!org) throw errors.notFound('Organization');
   const limits = effectiveLimits(org.plan, org.limit_overrides);
-  const usage = await periodUsage(deps.db, organizationId, org.billing_period_start);
+  const periodStart = currentPeriodStart(org.billing_period_start, deps.clock.now());
+  const usage = await periodUsage(deps.db, organizationId, periodStart);
   const status: BillingStatus = {
     plan: org.plan,
-    billingPeriodStart: org.billing_period_start.toISOString(),
+    billingPeriodStart: periodStart.toISOString(),
     runsLimit: limits.runsLimit,
     runsUsed: usage.runs_used,
     tasksCount: usage.active_tasks,

@@ -1,3 +1,4 @@
+import type { StripeClient } from '../billing/stripe-client.ts';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/db.ts';
 import type { Clock } from '../lib/clock.ts';
@@ -16,4 +17,6 @@ export interface Deps {
   metrics: Metrics;
   /** The AI model catalog (shipped, or SVC_MODELS_FILE), loaded and validated at boot. */
   models: ModelCatalog;
+  /** The Stripe client; undefined when STRIPE_SECRET_KEY is not set. */
+  stripe: StripeClient | undefined;
 }

@@ -8,6 +8,7 @@ import { installOpenApi, installOpenApiRoutes } from './plugins/openapi.ts';
 import { installValidators } from './plugins/validation.ts';
 import { adminKeyRoutes } from './routes/admin-keys.ts';
 import { adminOrganizationRoutes } from './routes/admin-organizations.ts';
+import { billingRoutes } from './routes/billing.ts';
 import { billingStatusRoutes } from './routes/billing-status.ts';
 import { destinationRoutes } from './routes/destinations.ts';
 import { healthRoutes } from './routes/health.ts';
@@ -92,6 +93,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   sourceRoutes(app, deps);
   modelRoutes(app, deps);
   billingStatusRoutes(app, deps);
+  billingRoutes(app, deps);
 
   await installOpenApiRoutes(app);
   return app;

@@ -63,7 +63,11 @@ export const errors = {
     new AppError('rate_limited', `Rate limit exceeded; retry in ${retryAfterSeconds} s`, {
       headers: { 'retry-after': String(retryAfterSeconds) },
     }),
-  unavailable: (message: string) => new AppError('service_unavailable', message),
+  unavailable: (message: string, retryAfterSeconds?: number) =>
+    new AppError('service_unavailable', message, {
+      ...(retryAfterSeconds !== undefined && { headers: { 'retry-after': String(retryAfterSeconds) } }),
+    }),
+  billingNotConfigured: (message: string) => new AppError('billing_not_configured', message),
   notImplemented: (message: string) => new AppError('not_implemented', message),
 };
 

@@ -16,7 +16,8 @@ export interface RunJob {
  * - source_error: an attached source could not be connected (unreachable, auth refused, ...);
  * - provider_error: the model provider refused or failed after retries;
  * - step_limit: the model was still calling tools when the run's step limit was reached;
- * - timeout: the run exceeded its time limit.
+ * - timeout: the run exceeded its time limit;
+ * - plan_limit: the organization's plan allows no more runs this billing period.
  */
 export type RunErrorType =
   | 'not_configured'
@@ -24,7 +25,8 @@ export type RunErrorType =
   | 'source_error'
   | 'provider_error'
   | 'step_limit'
-  | 'timeout';
+  | 'timeout'
+  | 'plan_limit';
 
 export type RunResult =
   | { ok: true; output: string; tokensUsed: number; costCents: number }

@@ -1,6 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { PLANS } from '../domain/plans.ts';
-import { DateTime, Nullable, StringEnum } from './common.ts';
+import { DateTime, Nullable, StringEnum, Uuid } from './common.ts';
 
 /** Billing status, field for field as the interface specification gives it (all optional). */
 export const BillingStatus = Type.Object(
@@ -23,3 +23,11 @@ export const BillingStatus = Type.Object(
   { $id: 'BillingStatus' },
 );
 export type BillingStatus = Static<typeof BillingStatus>;
+
+export const BillingSessionBody = Type.Object({ organizationId: Uuid }, { additionalProperties: false });
+
+/** The answer of checkout and portal: the address of the payment provider's session. */
+export const BillingSession = Type.Object(
+  { url: Type.Optional(Type.String({ description: "The payment provider's session page" })) },
+  { $id: 'BillingSession' },
+);

@@ -2,8 +2,10 @@
 // and records the result. Correctness does not depend on this process staying alive: a run
 // whose lease is not renewed is recovered by any worker (handed to another, or failed after
 // SVC_RUN_MAX_ATTEMPTS starts), and every write is conditioned on still holding the lease.
+
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
+import { queueUsageReport } from '../billing/usage-meter.ts';
 import type { Queryable } from '../db/db.ts';
 import { loadRunContext } from '../db/sql/run-context.ts';
 import {
@@ -18,6 +20,7 @@ import {
 import type { RunRow } from '../db/sql/runs.ts';
 import { currentTime, notify } from '../db/sql/time.ts';
 import type { Deps } from '../domain/deps.ts';
+import { runLimitRefusal } from '../domain/run-limit.ts';
 import { CoalescedTask } from '../lib/coalesced-task.ts';
 import type { RunExecutor, RunResult } from '../runner/executor.ts';
 
@@ -181,10 +184,16 @@ export class RunWorker {
     if (!context) return; // The task was deleted; its runs went with it.
     // An aborted execution may throw or return; either way the abort reason decides below.
     let result: RunResult | undefined;
-    try {
-      result = await this.#executor.execute({ run, context, startedAt }, signal);
-    } catch (err) {
-      if (!signal.aborted) throw err;
+    // A run beyond the plan's run limit is not executed; it fails and does not count.
+    const refusal = await runLimitRefusal(db, run);
+    if (refusal) {
+      result = { ok: false, errorType: 'plan_limit', message: refusal, tokensUsed: 0, costCents: 0 };
+    } else {
+      try {
+        result = await this.#executor.execute({ run, context, startedAt }, signal);
+      } catch (err) {
+        if (!signal.aborted) throw err;
+      }
     }
     const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
     switch (reason) {
@@ -221,6 +230,7 @@ export class RunWorker {
       costCents: result.costCents,
       tokensUsed: result.tokensUsed,
       completedAt,
+      counted: result.ok || result.errorType !== 'plan_limit',
     });
     if (!finished) {
       log.warn({ runId: run.id }, 'run result dropped: the lease was lost before it was recorded');
@@ -228,6 +238,13 @@ export class RunWorker {
     }
     // Its deliveries were queued with it: wake the dispatchers of every process.
     if (finished.delivery_status === 'pending') await notify(db, 'svc_deliveries');
+    // Usage beyond the plan's credits is reported to Stripe (paid plan); a failure here only
+    // delays the report to the next run of the organization.
+    if (Number(finished.cost_cents) > 0) {
+      await queueUsageReport(this.#deps, finished.organization_id).catch((err: unknown) =>
+        log.warn({ err, runId: run.id }, 'usage report could not be queued'),
+      );
+    }
     metrics.runsFinished.inc({ status: finished.status });
     log.info(
       {

@@ -123,6 +123,8 @@ export interface RunResultRow {
   costCents: number;
   tokensUsed: number;
   completedAt: Date;
+  /** False for a run refused by the plan's run limit: it does not count towards runsUsed. */
+  counted?: boolean;
 }
 
 /**
@@ -168,7 +170,8 @@ export async function finishRun(
         WHERE id = $1 AND status = 'running' AND ($2::text IS NULL OR lease_owner = $2)
        RETURNING *
      ), ledger AS (
-       UPDATE usage_ledger u SET status = run.status, cost_cents = run.cost_cents, tokens_used = run.tokens_used
+       UPDATE usage_ledger u SET status = run.status, cost_cents = run.cost_cents, tokens_used = run.tokens_used,
+              counted = $9
          FROM run WHERE u.run_id = run.id
      ), once_done AS (
        UPDATE tasks t SET status = 'completed', next_run_at = NULL, updated_at = $8
@@ -183,7 +186,17 @@ export async function finishRun(
          FROM run CROSS JOIN targets
      )
      SELECT * FROM run`,
-    [runId, workerId, r.status, r.output, r.error, r.costCents, Math.round(r.tokensUsed), r.completedAt],
+    [
+      runId,
+      workerId,
+      r.status,
+      r.output,
+      r.error,
+      r.costCents,
+      Math.round(r.tokensUsed),
+      r.completedAt,
+      r.counted ?? true,
+    ],
   );
   return row;
 }

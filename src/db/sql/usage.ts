@@ -57,7 +57,10 @@ export interface PeriodUsageRow {
   active_tasks: number;
 }
 
-/** Runs and cost recorded since `since` (the billing period start), and the active task count. */
+/**
+ * Runs and cost recorded since `since` (the billing period start), and the active task count.
+ * Runs refused by the run limit do not count.
+ */
 export async function periodUsage(
   db: Queryable,
   organizationId: string,
@@ -68,9 +71,27 @@ export async function periodUsage(
        count(*)::int AS runs_used,
        coalesce(sum(cost_cents), 0)::numeric AS cost_cents,
        (SELECT count(*)::int FROM tasks WHERE organization_id = $1 AND status = 'active') AS active_tasks
-     FROM usage_ledger WHERE organization_id = $1 AND created_at >= $2`,
+     FROM usage_ledger WHERE organization_id = $1 AND created_at >= $2 AND counted`,
     [organizationId, since],
   );
   if (!row) throw new Error('usage query returned no row');
   return row;
+}
+
+/**
+ * Where a run stands in its organization's period: how many counted runs of the period were
+ * created before it (ties broken by id, so every worker computes the same order).
+ */
+export async function runsBefore(
+  db: Queryable,
+  run: { id: string; organization_id: string; created_at: Date },
+  since: Date,
+): Promise<number> {
+  const [row] = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM usage_ledger
+      WHERE organization_id = $1 AND counted AND created_at >= $2
+        AND (created_at, run_id) < ($3::timestamptz, $4::uuid)`,
+    [run.organization_id, since, run.created_at, run.id],
+  );
+  return row?.n ?? 0;
 }

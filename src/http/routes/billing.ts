@@ -1,0 +1,83 @@
+import Stripe from 'stripe';
+import { Type } from 'typebox';
+import { createCheckoutSession, createPortalSession } from '../../billing/sessions.ts';
+import { handleStripeEvent } from '../../billing/webhook-events.ts';
+import type { Deps } from '../../domain/deps.ts';
+import { errors } from '../../lib/errors.ts';
+import { BillingSession, BillingSessionBody } from '../../schemas/billing.ts';
+import { errorResponses } from '../../schemas/common.ts';
+import { type App, principalOf } from '../types.ts';
+
+const tags = ['billing'];
+
+export function billingRoutes(app: App, deps: Deps): void {
+  app.post(
+    '/api/svc/billing/checkout',
+    {
+      schema: {
+        tags,
+        summary: 'A Stripe Checkout session to upgrade the organization to the paid plan',
+        body: BillingSessionBody,
+        response: { 200: BillingSession, ...errorResponses(400, 401, 404, 409, 413, 415, 429, 503) },
+      },
+    },
+    async (request) => createCheckoutSession(deps, principalOf(request).organizationId),
+  );
+
+  app.post(
+    '/api/svc/billing/portal',
+    {
+      schema: {
+        tags,
+        summary: "A Stripe billing portal session to manage the organization's subscription",
+        body: BillingSessionBody,
+        response: { 200: BillingSession, ...errorResponses(400, 401, 404, 409, 413, 415, 429, 503) },
+      },
+    },
+    async (request) => createPortalSession(deps, principalOf(request).organizationId),
+  );
+
+  // Stripe's signature is over the exact bytes sent, so this route keeps the body raw.
+  app.register(async (scope) => {
+    scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
+      done(null, body);
+    });
+    scope.post(
+      '/api/svc/billing/webhook',
+      {
+        config: { auth: 'public' },
+        schema: {
+          tags,
+          summary: 'Stripe webhook events (signed with STRIPE_WEBHOOK_SECRET; no API key)',
+          security: [],
+          response: {
+            200: Type.Object({ received: Type.Boolean() }),
+            ...errorResponses(400, 413, 415, 503),
+          },
+        },
+      },
+      async (request) => {
+        const secret = deps.config.stripe.webhookSecret;
+        if (!secret) {
+          throw errors.billingNotConfigured(
+            'Stripe webhooks are not configured (STRIPE_WEBHOOK_SECRET is not set)',
+          );
+        }
+        const signature = request.headers['stripe-signature'];
+        if (typeof signature !== 'string' || !Buffer.isBuffer(request.body)) {
+          throw errors.validation('A Stripe-Signature header and a JSON body are required');
+        }
+        let event: Stripe.Event;
+        try {
+          event = Stripe.webhooks.constructEvent(request.body, signature, secret);
+        } catch (err) {
+          throw errors.validation(
+            `The Stripe signature is not valid: ${err instanceof Error ? err.message : 'unknown reason'}`,
+          );
+        }
+        await handleStripeEvent(deps, event);
+        return { received: true };
+      },
+    );
+  });
+}
