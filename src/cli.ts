@@ -21,6 +21,9 @@ Operator commands call the admin API of a running service at SVC_PUBLIC_URL
   svc key create --org ORG_ID --name NAME [--expires-at ISO-8601]
   svc key list --org ORG_ID
   svc key revoke KEY_ID
+  svc user create ORG_ID --email EMAIL --password PASSWORD|- [--name NAME] [--role owner|member]
+                        (--password - reads the password from the first line of standard input)
+  svc user list ORG_ID
 `;
 
 class UsageError extends Error {}
@@ -66,6 +69,16 @@ async function admin(config: Config, url: string | undefined, method: string, pa
   return text ? (JSON.parse(text) as unknown) : null;
 }
 
+/** The first line of a stream (without its line ending), for secrets kept off the command line. */
+async function readFirstLine(stream: NodeJS.ReadableStream): Promise<string> {
+  let text = '';
+  for await (const chunk of stream) {
+    text += String(chunk);
+    if (text.includes('\n')) break;
+  }
+  return text.split(/\r?\n/)[0] ?? '';
+}
+
 const print = (value: unknown): void => {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 };
@@ -85,6 +98,8 @@ async function main(argv: string[]): Promise<void> {
       'tasks-limit': { type: 'string' },
       'runs-limit': { type: 'string' },
       'users-limit': { type: 'string' },
+      email: { type: 'string' },
+      password: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -93,7 +108,8 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(USAGE);
     return;
   }
-  const env = { ...process.env, ...(values.role && { SVC_ROLE: values.role }) };
+  // --role is the process role for `start`; for `user create` it is the user's role.
+  const env = { ...process.env, ...(command === 'start' && values.role && { SVC_ROLE: values.role }) };
   let config: Config;
   try {
     config = loadConfig(env);
@@ -161,6 +177,25 @@ async function main(argv: string[]): Promise<void> {
       await admin(config, values.url, 'DELETE', `/api/admin/keys/${arg}`);
       process.stdout.write(`revoked ${arg}\n`);
       return;
+    case 'user create': {
+      if (!arg) throw new UsageError('the organization id is required');
+      if (!values.email || !values.password) throw new UsageError('--email and --password are required');
+      if (values.role && values.role !== 'owner' && values.role !== 'member') {
+        throw new UsageError('--role must be owner or member');
+      }
+      const password = values.password === '-' ? await readFirstLine(process.stdin) : values.password;
+      return print(
+        await admin(config, values.url, 'POST', `/api/admin/organizations/${arg}/users`, {
+          email: values.email,
+          password,
+          ...(values.name && { name: values.name }),
+          ...(values.role && { role: values.role }),
+        }),
+      );
+    }
+    case 'user list':
+      if (!arg) throw new UsageError('the organization id is required');
+      return print(await admin(config, values.url, 'GET', `/api/admin/organizations/${arg}/users`));
     default:
       throw new UsageError(`unknown command "${positionals.join(' ')}"\n\n${USAGE}`);
   }

@@ -56,6 +56,8 @@ export interface Config {
   trustProxyHops: number;
   /** Create a demo organization and print its key when the database has no organization. */
   createDemoOrg: boolean;
+  /** Anyone may sign up (a new organization on the free plan and its owner) in the dashboard. */
+  signupEnabled: boolean;
   /** An operator's model catalog (JSON) replacing the shipped one; undefined = the shipped catalog. */
   modelsFile: string | undefined;
   scheduler: {
@@ -234,6 +236,7 @@ export function loadConfig(env: Env): Config {
     logLevel: logLevel as Config['logLevel'],
     trustProxyHops: int(env, 'SVC_TRUST_PROXY_HOPS', 0, 0, 10),
     createDemoOrg: bool(env, 'SVC_CREATE_DEMO_ORG', true),
+    signupEnabled: bool(env, 'SVC_SIGNUP', true),
     modelsFile: str(env, 'SVC_MODELS_FILE'),
     scheduler: {
       catchUpWindowMs: int(env, 'SVC_CATCHUP_WINDOW_SECONDS', 3600, 0, 7 * 86_400) * 1000,

@@ -6,6 +6,7 @@ import { migrate } from './db/migrate.ts';
 import { openDb } from './db/open.ts';
 import { findOrganization } from './db/sql/organizations.ts';
 import { pruneRateLimitCounters } from './db/sql/rate-limits.ts';
+import { pruneExpiredSessionsAndInvitations } from './db/sql/users.ts';
 import { createChannels } from './delivery/channels/index.ts';
 import { DeliveryDispatcher } from './delivery/dispatcher.ts';
 import type { Deps } from './domain/deps.ts';
@@ -106,7 +107,9 @@ export async function startService(config: Config, options: StartOptions = {}): 
     };
 
     const created = config.createDemoOrg ? await createDemoOrganizationIfEmpty(deps) : undefined;
-    const demo = created && { organizationId: created.organization.id, apiKey: created.apiKey };
+    const demo = created?.apiKey
+      ? { organizationId: created.organization.id, apiKey: created.apiKey }
+      : undefined;
 
     const scheduler = config.roles.has('scheduler') ? new DueTaskClaimer(deps) : undefined;
     const worker = config.roles.has('worker')
@@ -145,6 +148,11 @@ export async function startService(config: Config, options: StartOptions = {}): 
           log.warn({ err: err.message }, 'rate-limit counter pruning failed'),
         );
       timers.push(setInterval(prune, MAINTENANCE_INTERVAL_MS).unref());
+      const pruneSessions = () =>
+        pruneExpiredSessionsAndInvitations(db, clock.now()).catch((err: Error) =>
+          log.warn({ err: err.message }, 'session and invitation pruning failed'),
+        );
+      timers.push(setInterval(pruneSessions, MAINTENANCE_INTERVAL_MS).unref());
     }
 
     let stopping: Promise<void> | undefined;

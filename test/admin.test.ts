@@ -164,6 +164,103 @@ describe('admin API', () => {
     ).body[0].revokedAt;
     assert.equal(again, first);
   });
+
+  test("an organization's first user is its owner, further users are members within usersLimit", async () => {
+    const { organizationId } = await svc.createOrg();
+    const url = `/api/admin/organizations/${organizationId}/users`;
+    const owner = await svc.call({
+      method: 'POST',
+      url,
+      admin: true,
+      body: { email: ' Boss@Example.COM ', password: 'a long enough password', name: 'Boss' },
+    });
+    assert.equal(owner.status, 201, owner.raw);
+    assert.deepEqual(Object.keys(owner.body).sort(), ['createdAt', 'email', 'id', 'role']);
+    assert.equal(owner.body.email, 'boss@example.com');
+    assert.equal(owner.body.role, 'owner');
+
+    const body = { email: 'second@example.com', password: 'a long enough password' };
+    const beyond = await svc.call({ method: 'POST', url, admin: true, body });
+    assert.equal(beyond.status, 403, beyond.raw);
+    assert.equal(beyond.body.error.code, 'plan_limit_exceeded');
+
+    await svc.call({
+      method: 'PATCH',
+      url: `/api/admin/organizations/${organizationId}`,
+      admin: true,
+      body: { usersLimit: 3 },
+    });
+    const member = await svc.call({ method: 'POST', url, admin: true, body });
+    assert.equal(member.status, 201, member.raw);
+    assert.equal(member.body.role, 'member');
+    const secondOwner = await svc.call({
+      method: 'POST',
+      url,
+      admin: true,
+      body: { email: 'third@example.com', password: 'a long enough password', role: 'owner' },
+    });
+    assert.equal(secondOwner.body.role, 'owner');
+
+    const list = await svc.call({ method: 'GET', url, admin: true });
+    assert.equal(list.status, 200, list.raw);
+    assert.deepEqual(
+      list.body.map((u: { email: string; role: string }) => [u.email, u.role]),
+      [
+        ['boss@example.com', 'owner'],
+        ['second@example.com', 'member'],
+        ['third@example.com', 'owner'],
+      ],
+    );
+    assert.equal(list.body[0].name, 'Boss');
+    assert.equal(list.body[0].lastSignInAt, null);
+    assert.ok(!list.raw.includes('scrypt') && !list.raw.includes('password'), 'no password hashes');
+  });
+
+  test('a user e-mail is unique across the service (409); bad fields are 400; unknown organizations 404', async () => {
+    const a = await svc.createOrg('paid');
+    const b = await svc.createOrg('paid');
+    const create = (organizationId: string, body: unknown) =>
+      svc.call({
+        method: 'POST',
+        url: `/api/admin/organizations/${organizationId}/users`,
+        admin: true,
+        body,
+      });
+    assert.equal(
+      (await create(a.organizationId, { email: 'one@example.com', password: 'password-123' })).status,
+      201,
+    );
+    const taken = await create(b.organizationId, { email: 'ONE@example.com', password: 'password-123' });
+    assert.equal(taken.status, 409, taken.raw);
+    assert.equal(taken.body.error.code, 'conflict');
+
+    for (const body of [
+      { email: 'two@example.com', password: 'short' },
+      { email: 'not an e-mail', password: 'password-123' },
+      { email: 'two@example.com', password: 'password-123', role: 'admin' },
+      { email: 'two@example.com', password: 'password-123', extra: true },
+    ]) {
+      const res = await create(a.organizationId, body);
+      assert.equal(res.status, 400, `${JSON.stringify(body)}: ${res.raw}`);
+      assert.ok(!res.raw.includes('password-123'), 'the password is not echoed');
+    }
+
+    const unknown = '00000000-0000-4000-8000-000000000000';
+    assert.equal(
+      (await create(unknown, { email: 'three@example.com', password: 'password-123' })).status,
+      404,
+    );
+    assert.equal(
+      (await svc.call({ method: 'GET', url: `/api/admin/organizations/${unknown}/users`, admin: true }))
+        .status,
+      404,
+    );
+    const anonymous = await svc.call({
+      method: 'GET',
+      url: `/api/admin/organizations/${a.organizationId}/users`,
+    });
+    assert.equal(anonymous.status, 401);
+  });
 });
 
 describe('admin API switched off', () => {

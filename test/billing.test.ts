@@ -146,8 +146,9 @@ describe('billing with Stripe', () => {
         customer: billing.paymentCustomerId,
         client_reference_id: org.organizationId,
         line_items: [{ price: 'price_paid_monthly', quantity: '1' }],
-        success_url: 'https://tasks.example.com/billing?checkout=success&session_id={CHECKOUT_SESSION_ID}',
-        cancel_url: 'https://tasks.example.com/billing?checkout=cancelled',
+        success_url:
+          'https://tasks.example.com/dashboard/billing?checkout=success&session_id={CHECKOUT_SESSION_ID}',
+        cancel_url: 'https://tasks.example.com/dashboard/billing?checkout=cancelled',
       },
     );
     assert.match(session.idempotencyKey ?? '', new RegExp(`^checkout-${org.organizationId}-`));
@@ -169,7 +170,7 @@ describe('billing with Stripe', () => {
     assert.match(portal.body.url, /^https:\/\/billing\.stripe\.com\//);
     const request = stripe.requests.filter((r) => r.path === '/v1/billing_portal/sessions').at(-1);
     assert.equal(request?.form.customer, (await status(svc, org)).paymentCustomerId);
-    assert.equal(request?.form.return_url, 'https://tasks.example.com/billing');
+    assert.equal(request?.form.return_url, 'https://tasks.example.com/dashboard/billing');
   });
 
   test('a Stripe outage is a 503 with Retry-After, and a refused price a 503 billing_not_configured', async () => {

@@ -95,6 +95,86 @@ describe('the svc command line', () => {
     assert.equal(updated.limits.runsLimit, 10);
   });
 
+  test('user create and user list manage the users of an organization, without showing passwords', async () => {
+    const cliEnv = { ...env, SVC_PUBLIC_URL: server.url };
+    const org = JSON.parse(
+      (await svc(cliEnv, 'org', 'create', '--name', 'People Co', '--plan', 'paid')).stdout,
+    );
+
+    const created = await svc(
+      cliEnv,
+      'user',
+      'create',
+      org.organizationId,
+      '--email',
+      'Lead@Example.com',
+      '--password',
+      'cli-password-1',
+      '--name',
+      'Lead',
+    );
+    assert.equal(created.code, 0, created.stderr);
+    const lead = JSON.parse(created.stdout);
+    assert.equal(lead.email, 'lead@example.com');
+    assert.equal(lead.role, 'owner');
+
+    // The password can come from standard input, off the command line.
+    const fromStdin = run(
+      process.execPath,
+      [
+        CLI,
+        'user',
+        'create',
+        org.organizationId,
+        '--email',
+        'helper@example.com',
+        '--password',
+        '-',
+        '--role',
+        'member',
+      ],
+      { env: { PATH: process.env.PATH ?? '', ...cliEnv } },
+    );
+    fromStdin.child.stdin?.end('cli-password-2\n');
+    const helper = JSON.parse((await fromStdin).stdout);
+    assert.equal(helper.role, 'member');
+
+    const listed = await svc(cliEnv, 'user', 'list', org.organizationId);
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.deepEqual(
+      JSON.parse(listed.stdout).map((u: { email: string; role: string }) => `${u.email} ${u.role}`),
+      ['lead@example.com owner', 'helper@example.com member'],
+    );
+    assert.ok(!listed.stdout.includes('cli-password') && !listed.stdout.includes('scrypt'));
+
+    const taken = await svc(
+      cliEnv,
+      'user',
+      'create',
+      org.organizationId,
+      '--email',
+      'lead@example.com',
+      '--password',
+      'cli-password-3',
+    );
+    assert.equal(taken.code, 2);
+    assert.match(taken.stderr, /answered 409/);
+    const badRole = await svc(
+      cliEnv,
+      'user',
+      'create',
+      org.organizationId,
+      '--email',
+      'x@example.com',
+      '--password',
+      'cli-password-4',
+      '--role',
+      'boss',
+    );
+    assert.equal(badRole.code, 2);
+    assert.match(badRole.stderr, /--role must be owner or member/);
+  });
+
   test('usage mistakes exit 2 with a message; a missing admin token is named', async () => {
     const unknown = await svc(env, 'frobnicate');
     assert.equal(unknown.code, 2);

@@ -22,10 +22,15 @@ describe('OpenAPI document', () => {
     assert.equal(validator.version, '3.1');
   });
 
-  test('lists every route the server serves, with its method', () => {
+  test('lists every API route the server serves, with its method, and no dashboard page', () => {
+    // The dashboard's pages (everything outside /api/, /healthz, /readyz, /metrics) are HTML for
+    // people, not API operations.
+    const isApi = (url: string) =>
+      url.startsWith('/api/') || ['/healthz', '/readyz', '/metrics'].includes(url);
     const served = svc.app.registeredRoutes.filter(
-      (r) => r.method !== 'HEAD' && !r.url.startsWith('/api/svc/docs'),
+      (r) => r.method !== 'HEAD' && !r.url.startsWith('/api/svc/docs') && isApi(r.url),
     );
+    for (const url of Object.keys(doc.paths)) assert.ok(isApi(url), `${url} in the document is an API route`);
     assert.ok(served.length >= 10);
     const toOpenApi = (url: string) => url.replace(/:([A-Za-z]+)/g, '{$1}').replace(/\/$/, '') || '/';
     for (const r of served) {

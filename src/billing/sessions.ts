@@ -81,8 +81,8 @@ export async function createCheckoutSession(
         customer,
         client_reference_id: org.id,
         line_items: [{ price: priceId, quantity: 1 }],
-        success_url: publicPage(deps, '/billing?checkout=success&session_id={CHECKOUT_SESSION_ID}'),
-        cancel_url: publicPage(deps, '/billing?checkout=cancelled'),
+        success_url: publicPage(deps, '/dashboard/billing?checkout=success&session_id={CHECKOUT_SESSION_ID}'),
+        cancel_url: publicPage(deps, '/dashboard/billing?checkout=cancelled'),
         metadata: { organizationId: org.id },
         subscription_data: { metadata: { organizationId: org.id } },
       },
@@ -107,7 +107,7 @@ export async function createPortalSession(
   }
   try {
     const session = await stripe.billingPortal.sessions.create(
-      { customer: org.payment_customer_id, return_url: publicPage(deps, '/billing') },
+      { customer: org.payment_customer_id, return_url: publicPage(deps, '/dashboard/billing') },
       { idempotencyKey: `portal-${org.id}-${randomUUID()}` },
     );
     return { url: session.url };

@@ -22,6 +22,8 @@ export interface ApiKeyView {
   expiresAt: string | null;
   revokedAt: string | null;
   lastUsedAt: string | null;
+  /** The user who created the key, when a user did (and still exists). */
+  createdBy?: { id: string; email: string };
 }
 
 export function apiKeyView(row: ApiKeyRow): ApiKeyView {
@@ -34,6 +36,10 @@ export function apiKeyView(row: ApiKeyRow): ApiKeyView {
     expiresAt: row.expires_at?.toISOString() ?? null,
     revokedAt: row.revoked_at?.toISOString() ?? null,
     lastUsedAt: row.last_used_at?.toISOString() ?? null,
+    ...(row.created_by_user_id !== null &&
+      row.created_by_email !== null && {
+        createdBy: { id: row.created_by_user_id, email: row.created_by_email },
+      }),
   };
 }
 
@@ -41,7 +47,7 @@ export function apiKeyView(row: ApiKeyRow): ApiKeyView {
 export async function createApiKey(
   deps: Pick<Deps, 'clock'>,
   db: Queryable,
-  input: { organizationId: string; name: string; expiresAt?: Date | null },
+  input: { organizationId: string; name: string; expiresAt?: Date | null; createdByUserId?: string | null },
 ): Promise<{ key: ApiKeyView; apiKey: string }> {
   const apiKey = generateApiKey();
   const row = await insertApiKey(db, {
@@ -51,6 +57,7 @@ export async function createApiKey(
     keyHash: hashApiKey(apiKey),
     displayPrefix: displayPrefix(apiKey),
     expiresAt: input.expiresAt ?? null,
+    createdByUserId: input.createdByUserId ?? null,
     now: deps.clock.now(),
   });
   return { key: apiKeyView(row), apiKey };

@@ -5,13 +5,14 @@ import type { BillingStatus } from '../schemas/billing.ts';
 import { currentPeriodStart } from './billing-period.ts';
 import type { Deps } from './deps.ts';
 import { effectiveLimits } from './plans.ts';
+import { countUsers } from './users.ts';
 
 /**
  * The organization's plan, period, limits and usage. The period is the current monthly one
  * (billing-period.ts); `runsUsed` counts the ledger's runs created in it (deleted runs
  * included, runs refused by the run limit not); `tasksCount` is the active tasks;
- * `usageCostCents` is the period's run cost beyond the plan's credits. `usersCount` arrives
- * with users.
+ * `usageCostCents` is the period's run cost beyond the plan's credits; `usersCount` is the
+ * organization's users.
  */
 export async function billingStatus(
   deps: Pick<Deps, 'db' | 'clock'>,
@@ -29,6 +30,7 @@ export async function billingStatus(
     runsUsed: usage.runs_used,
     tasksCount: usage.active_tasks,
     tasksLimit: limits.tasksLimit,
+    usersCount: await countUsers(deps.db, organizationId),
     usersLimit: limits.usersLimit,
     usageCostCents: Math.max(0, Number(usage.cost_cents) - limits.usageCreditsCents),
     usageCreditsCents: limits.usageCreditsCents,

@@ -48,7 +48,8 @@ function generateWebhookSecret(): string {
 
 export interface CreatedOrganization {
   organization: OrganizationView;
-  apiKey: string;
+  /** The first API key's value; undefined when none was asked for. */
+  apiKey: string | undefined;
   webhookSecret: string;
 }
 
@@ -56,14 +57,18 @@ export interface NewOrganization {
   name: string;
   plan?: Plan;
   keyName?: string;
+  /** Create a first API key (default true); sign-up does not: people make their own keys. */
+  withKey?: boolean;
 }
 
 /** Creates an organization with its webhook secret and a first API key, in one transaction. */
 export async function createOrganization(
   deps: Pick<Deps, 'db' | 'clock' | 'secretBox'>,
-  input: NewOrganization,
-): Promise<CreatedOrganization> {
-  return deps.db.transaction((tx) => insertOrganizationWithKey(deps, tx, input));
+  input: Omit<NewOrganization, 'withKey'>,
+): Promise<CreatedOrganization & { apiKey: string }> {
+  const created = await deps.db.transaction((tx) => insertOrganizationWithKey(deps, tx, input));
+  if (created.apiKey === undefined) throw new Error('the organization was created without its first key');
+  return { ...created, apiKey: created.apiKey };
 }
 
 /** The body of createOrganization, for callers that already hold a transaction. */
@@ -81,10 +86,10 @@ export async function insertOrganizationWithKey(
     webhookSecretSealed: deps.secretBox.encrypt(webhookSecret, webhookSecretAad(id)),
     now: deps.clock.now(),
   });
-  const { apiKey } = await createApiKey(deps, tx, {
-    organizationId: id,
-    name: input.keyName ?? 'Default key',
-  });
+  const apiKey =
+    input.withKey === false
+      ? undefined
+      : (await createApiKey(deps, tx, { organizationId: id, name: input.keyName ?? 'Default key' })).apiKey;
   return { organization: organizationView(row), apiKey, webhookSecret };
 }
 

@@ -1,6 +1,7 @@
 import Fastify, { LogController } from 'fastify';
 import type { Deps } from '../domain/deps.ts';
 import { errors } from '../lib/errors.ts';
+import { registerDashboard } from '../web/plugin.ts';
 import { installAuth } from './plugins/auth.ts';
 import { installErrorHandling } from './plugins/errors.ts';
 import { installObservability, requestId } from './plugins/observability.ts';
@@ -8,6 +9,7 @@ import { installOpenApi, installOpenApiRoutes } from './plugins/openapi.ts';
 import { installValidators } from './plugins/validation.ts';
 import { adminKeyRoutes } from './routes/admin-keys.ts';
 import { adminOrganizationRoutes } from './routes/admin-organizations.ts';
+import { adminUserRoutes } from './routes/admin-users.ts';
 import { billingRoutes } from './routes/billing.ts';
 import { billingStatusRoutes } from './routes/billing-status.ts';
 import { destinationRoutes } from './routes/destinations.ts';
@@ -85,6 +87,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   }
   adminOrganizationRoutes(app, deps);
   adminKeyRoutes(app, deps);
+  adminUserRoutes(app, deps);
   taskRoutes(app, deps);
   destinationRoutes(app, deps);
   runRoutes(app, deps);
@@ -94,6 +97,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   modelRoutes(app, deps);
   billingStatusRoutes(app, deps);
   billingRoutes(app, deps);
+  registerDashboard(app, deps);
 
   await installOpenApiRoutes(app);
   return app;

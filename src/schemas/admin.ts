@@ -1,5 +1,11 @@
 import { type Static, Type } from 'typebox';
 import { PLANS } from '../domain/plans.ts';
+import {
+  EMAIL_MAX_LENGTH,
+  NAME_MAX_LENGTH,
+  PASSWORD_MAX_LENGTH,
+  PASSWORD_MIN_LENGTH,
+} from '../domain/sessions.ts';
 import { DateTime, Nullable, StringEnum, Uuid } from './common.ts';
 
 const Limit = Type.Integer({ minimum: 0, maximum: 1_000_000_000 });
@@ -72,6 +78,12 @@ export const AdminApiKey = Type.Object(
     expiresAt: Nullable(DateTime),
     revokedAt: Nullable(DateTime),
     lastUsedAt: Nullable(DateTime),
+    createdBy: Type.Optional(
+      Type.Object(
+        { id: Uuid, email: Type.String() },
+        { description: 'The user who created the key; absent when no user did (or the user is gone).' },
+      ),
+    ),
   },
   { $id: 'AdminApiKey' },
 );
@@ -96,3 +108,43 @@ export const CreatedKey = Type.Object({
 
 export const IdParams = Type.Object({ id: Uuid }, { additionalProperties: false });
 export const KeyIdParams = Type.Object({ keyId: Uuid }, { additionalProperties: false });
+
+const USER_ROLES = ['owner', 'member'] as const;
+
+export const AdminUser = Type.Object(
+  {
+    id: Uuid,
+    email: Type.String(),
+    name: Nullable(Type.String()),
+    role: StringEnum(USER_ROLES),
+    createdAt: DateTime,
+    lastSignInAt: Nullable(DateTime),
+  },
+  { $id: 'AdminUser' },
+);
+
+export const CreateUserBody = Type.Object(
+  {
+    email: Type.String({
+      minLength: 3,
+      maxLength: EMAIL_MAX_LENGTH,
+      description: 'Stored trimmed and lower-cased.',
+    }),
+    password: Type.String({ minLength: PASSWORD_MIN_LENGTH, maxLength: PASSWORD_MAX_LENGTH }),
+    name: Type.Optional(Type.String({ maxLength: NAME_MAX_LENGTH })),
+    role: Type.Optional(
+      StringEnum(USER_ROLES, {
+        description: "Default: owner for the organization's first user, member after that.",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type CreateUserBody = Static<typeof CreateUserBody>;
+
+export const CreatedUser = Type.Object({
+  id: Uuid,
+  email: Type.String(),
+  role: StringEnum(USER_ROLES),
+  createdAt: DateTime,
+});

@@ -10,10 +10,14 @@ export interface ApiKeyRow {
   expires_at: Date | null;
   revoked_at: Date | null;
   last_used_at: Date | null;
+  created_by_user_id: string | null;
+  /** The creator's e-mail (null when the key was not created by a user, or the user is gone). */
+  created_by_email: string | null;
 }
 
-const KEY_COLUMNS =
-  'id, organization_id, name, display_prefix, created_at, expires_at, revoked_at, last_used_at';
+const KEY_COLUMNS = `id, organization_id, name, display_prefix, created_at, expires_at, revoked_at, last_used_at,
+  created_by_user_id,
+  (SELECT u.email FROM users u WHERE u.id = api_keys.created_by_user_id) AS created_by_email`;
 
 export async function insertApiKey(
   db: Queryable,
@@ -24,13 +28,23 @@ export async function insertApiKey(
     keyHash: string;
     displayPrefix: string;
     expiresAt: Date | null;
+    createdByUserId: string | null;
     now: Date;
   },
 ): Promise<ApiKeyRow> {
   const [key] = await db.query<ApiKeyRow>(
-    `INSERT INTO api_keys (id, organization_id, name, key_hash, display_prefix, expires_at, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${KEY_COLUMNS}`,
-    [row.id, row.organizationId, row.name, row.keyHash, row.displayPrefix, row.expiresAt, row.now],
+    `INSERT INTO api_keys (id, organization_id, name, key_hash, display_prefix, expires_at, created_at, created_by_user_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${KEY_COLUMNS}`,
+    [
+      row.id,
+      row.organizationId,
+      row.name,
+      row.keyHash,
+      row.displayPrefix,
+      row.expiresAt,
+      row.now,
+      row.createdByUserId,
+    ],
   );
   if (!key) throw new Error('insert returned no row');
   return key;

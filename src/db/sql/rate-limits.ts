@@ -9,3 +9,14 @@ export async function pruneRateLimitCounters(db: Queryable, currentWindowStart: 
   );
   return rows[0]?.n ?? 0;
 }
+
+/** Counts one hit in the bucket's window and returns the window's hits so far. */
+export async function countHit(db: Queryable, bucket: string, windowStart: number): Promise<number> {
+  const [row] = await db.query<{ hits: number }>(
+    `INSERT INTO rate_limit_counters (bucket, window_start, hits) VALUES ($1, $2, 1)
+     ON CONFLICT (bucket, window_start) DO UPDATE SET hits = rate_limit_counters.hits + 1
+     RETURNING hits`,
+    [bucket, windowStart],
+  );
+  return row?.hits ?? 1;
+}

@@ -95,3 +95,20 @@ export async function runsBefore(
   );
   return row?.n ?? 0;
 }
+
+export interface DailyUsageRow {
+  day: Date;
+  runs: number;
+  cost_cents: number;
+}
+
+/** Runs and cost per UTC day since `since`, from the ledger (days without runs are absent). */
+export function dailyUsage(db: Queryable, organizationId: string, since: Date): Promise<DailyUsageRow[]> {
+  return db.query<DailyUsageRow>(
+    `SELECT date_trunc('day', created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS day,
+            count(*)::int AS runs, coalesce(sum(cost_cents), 0)::float8 AS cost_cents
+       FROM usage_ledger WHERE organization_id = $1 AND created_at >= $2 AND counted
+      GROUP BY 1 ORDER BY 1`,
+    [organizationId, since],
+  );
+}

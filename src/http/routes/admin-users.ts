@@ -1,0 +1,49 @@
+import { Type } from 'typebox';
+import type { Deps } from '../../domain/deps.ts';
+import { getOrganization } from '../../domain/organizations.ts';
+import { createUser, listMembers } from '../../domain/users.ts';
+import { errors } from '../../lib/errors.ts';
+import { AdminUser, CreatedUser, CreateUserBody, IdParams } from '../../schemas/admin.ts';
+import { errorResponses } from '../../schemas/common.ts';
+import type { App } from '../types.ts';
+
+const admin = { config: { auth: 'admin' as const } };
+const adminSchema = { tags: ['admin'], security: [{ adminToken: [] }] };
+
+export function adminUserRoutes(app: App, deps: Deps): void {
+  app.post(
+    '/api/admin/organizations/:id/users',
+    {
+      ...admin,
+      schema: {
+        ...adminSchema,
+        summary: 'Create a user of the organization (who can then sign in to the dashboard)',
+        params: IdParams,
+        body: CreateUserBody,
+        response: { 201: CreatedUser, ...errorResponses(400, 401, 403, 404, 409, 413, 415) },
+      },
+    },
+    async (request, reply) => {
+      const user = await createUser(deps, request.params.id, request.body);
+      reply.code(201);
+      return user;
+    },
+  );
+
+  app.get(
+    '/api/admin/organizations/:id/users',
+    {
+      ...admin,
+      schema: {
+        ...adminSchema,
+        summary: "List an organization's users (never their password hashes)",
+        params: IdParams,
+        response: { 200: Type.Array(AdminUser), ...errorResponses(400, 401, 404) },
+      },
+    },
+    async (request) => {
+      if (!(await getOrganization(deps, request.params.id))) throw errors.notFound('Organization');
+      return listMembers(deps, request.params.id);
+    },
+  );
+}

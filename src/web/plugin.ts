@@ -1,0 +1,64 @@
+// The dashboard: server-rendered pages served by the api role, in their own Fastify scope
+// (cookies and form bodies are understood here, not by the JSON API).
+import cookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import type { FastifyInstance } from 'fastify';
+import type { Deps } from '../domain/deps.ts';
+import { viewerOfSession } from '../domain/users.ts';
+import type { App } from '../http/types.ts';
+import { formIsGenuine, SESSION_COOKIE } from './auth.ts';
+import { html } from './html.ts';
+import { page } from './layout.ts';
+import { authPages } from './pages/auth-pages.ts';
+import { billingPages } from './pages/billing.ts';
+import { keyPages } from './pages/keys.ts';
+import { memberPages } from './pages/members.ts';
+import { runPages } from './pages/runs.ts';
+import { skillPages } from './pages/skills.ts';
+import { sourcePages } from './pages/sources.ts';
+import { taskPages } from './pages/tasks.ts';
+
+export type WebScope = FastifyInstance;
+
+export function registerDashboard(app: App, deps: Deps): void {
+  app.register(async (scope) => {
+    // Pages are not part of the API: keep them out of the OpenAPI document.
+    scope.addHook('onRoute', (route) => {
+      route.schema = { ...(route.schema ?? {}), hide: true };
+    });
+    await scope.register(cookie);
+    await scope.register(formbody, { bodyLimit: 256 * 1024 });
+
+    scope.addHook('onRequest', async (request) => {
+      const viewer = await viewerOfSession(deps, request.cookies[SESSION_COOKIE]);
+      if (viewer) request.viewer = viewer;
+    });
+    // Every form post must carry its CSRF token; pages are never cached (they hold private data).
+    scope.addHook('preHandler', async (request, reply) => {
+      reply.header('cache-control', 'no-store');
+      reply.header('x-frame-options', 'DENY');
+      reply.header('referrer-policy', 'same-origin');
+      if (request.method === 'POST' && !formIsGenuine(request)) {
+        reply.code(403).type('text/html');
+        return reply.send(
+          page(
+            { title: 'Form expired', viewer: request.viewer },
+            html`<h1>This form has expired</h1><p>Go back, reload the page and send it again.</p>`,
+          ),
+        );
+      }
+    });
+
+    scope.get('/', { config: { auth: 'public' } }, async (_request, reply) =>
+      reply.redirect('/dashboard', 302),
+    );
+    authPages(scope, deps);
+    billingPages(scope, deps);
+    keyPages(scope, deps);
+    memberPages(scope, deps);
+    taskPages(scope, deps);
+    runPages(scope, deps);
+    skillPages(scope, deps);
+    sourcePages(scope, deps);
+  });
+}
