@@ -13,7 +13,6 @@ import { viewerOrRedirect } from '../auth.ts';
 import { type Html, html } from '../html.ts';
 import { badge, csrfField, page } from '../layout.ts';
 import { renderMarkdown } from '../markdown.ts';
-import type { WebScope } from '../plugin.ts';
 import {
   doneFlash,
   type Flash,
@@ -26,7 +25,8 @@ import {
   runsTable,
   sendHtml,
   when,
-} from './tasks.ts';
+} from '../page-kit.ts';
+import type { WebScope } from '../plugin.ts';
 
 const section = '/dashboard/runs';
 const LIMITS = [20, 50, 100] as const;

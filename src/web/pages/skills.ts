@@ -10,7 +10,6 @@ import { type FormBody, field, formOf, viewerOrRedirect } from '../auth.ts';
 import { html } from '../html.ts';
 import { csrfField, page } from '../layout.ts';
 import { renderMarkdown } from '../markdown.ts';
-import type { WebScope } from '../plugin.ts';
 import {
   confirmPage,
   doneFlash,
@@ -23,7 +22,8 @@ import {
   schemaProblems,
   sendHtml,
   when,
-} from './tasks.ts';
+} from '../page-kit.ts';
+import type { WebScope } from '../plugin.ts';
 
 const section = '/dashboard/skills';
 

@@ -29,7 +29,6 @@ import {
 import { type FormBody, field, fields, formOf, viewerOrRedirect } from '../auth.ts';
 import { type Html, html, raw } from '../html.ts';
 import { badge, csrfField, page } from '../layout.ts';
-import type { WebScope } from '../plugin.ts';
 import {
   confirmPage,
   doneFlash,
@@ -43,7 +42,8 @@ import {
   sendHtml,
   when,
   withDetails,
-} from './tasks.ts';
+} from '../page-kit.ts';
+import type { WebScope } from '../plugin.ts';
 
 const section = '/dashboard/sources';
 
