@@ -1,0 +1,349 @@
+// The API benchmark: the service (SVC_ROLE=api, `node src/main.ts` in a child process) under
+// autocannon (in this process), against two bare Fastify baselines measured in the same run and
+// the same way: a hello-world JSON route, and a route doing one primary-key SELECT through the
+// same driver as the service's backend (PGlite, or a pg Pool on PostgreSQL).
+import { rmSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  type Child,
+  callJson,
+  createDatabase,
+  createPaidOrganization,
+  fmt,
+  mapConcurrent,
+  median,
+  newSecretKey,
+  progress,
+  serviceEnv,
+  startBaseline,
+  startServiceProcess,
+  table,
+  weeklyTaskBody,
+} from './baselines.ts';
+
+interface Histogram {
+  average: number;
+  total: number;
+  p50: number;
+  p99: number;
+}
+
+interface AutocannonOptions {
+  url: string;
+  connections: number;
+  duration: number;
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string;
+}
+
+/** One target's requests: everything but the load, which is the same for all. */
+type RequestSpec = Omit<AutocannonOptions, 'connections' | 'duration'>;
+
+interface AutocannonResult {
+  requests: Histogram;
+  latency: Histogram;
+  duration: number;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  statusCodeStats: Record<string, { count: number }>;
+}
+
+// autocannon is CommonJS without type definitions; this is the part of its API used here.
+const autocannon = createRequire(import.meta.url)('autocannon') as (
+  options: AutocannonOptions,
+) => Promise<AutocannonResult>;
+
+export interface PartOptions {
+  quick: boolean;
+  postgresUrl: string | undefined;
+  /** Start the service children with --cpu-prof, writing their profiles here. */
+  profileDir?: string | undefined;
+}
+
+export interface PartResult {
+  markdown: string;
+  summary: Record<string, number>;
+  /** Facts for the report's header (e.g. the PostgreSQL version inside PGlite). */
+  info?: Record<string, string>;
+}
+
+const CONNECTIONS = 50;
+/** Tasks in the organization whose list is read. */
+const LIST_SIZE = 20;
+
+interface Measure {
+  rps: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+  requests: number;
+  /** Responses by status code. */
+  statuses: Record<string, number>;
+}
+
+interface Target {
+  key: string;
+  label: string;
+  request: RequestSpec;
+}
+
+async function load(request: RequestSpec, duration: number): Promise<Measure> {
+  const r = await autocannon({ ...request, connections: CONNECTIONS, duration });
+  return {
+    rps: r.requests.total / r.duration,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    non2xx: r.non2xx,
+    errors: r.errors + r.timeouts,
+    requests: r.requests.total,
+    statuses: Object.fromEntries(Object.entries(r.statusCodeStats).map(([code, s]) => [code, s.count])),
+  };
+}
+
+/** Medians of the rounds; non-2xx and errors are totals over all rounds. */
+function combine(rounds: Measure[]): Measure {
+  return {
+    rps: median(rounds.map((m) => m.rps)),
+    p50: median(rounds.map((m) => m.p50)),
+    p99: median(rounds.map((m) => m.p99)),
+    non2xx: rounds.reduce((s, m) => s + m.non2xx, 0),
+    errors: rounds.reduce((s, m) => s + m.errors, 0),
+    requests: rounds.reduce((s, m) => s + m.requests, 0),
+    statuses: rounds.reduce<Record<string, number>>((all, m) => {
+      for (const [code, n] of Object.entries(m.statuses)) all[code] = (all[code] ?? 0) + n;
+      return all;
+    }, {}),
+  };
+}
+
+/** Warms every target up once, then measures them in turn, round after round. */
+async function measureTargets(
+  targets: Target[],
+  settings: { rounds: number; duration: number; warmup: number },
+): Promise<Map<string, Measure>> {
+  for (const t of targets) await load(t.request, settings.warmup);
+  const all = new Map<string, Measure[]>(targets.map((t) => [t.key, []]));
+  for (let round = 1; round <= settings.rounds; round++) {
+    for (const t of targets) {
+      const m = await load(t.request, settings.duration);
+      all.get(t.key)?.push(m);
+      progress(
+        `  api ${t.key} round ${round}/${settings.rounds}: ${fmt(m.rps)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms, non-2xx ${m.non2xx}, errors ${m.errors}`,
+      );
+    }
+  }
+  return new Map([...all].map(([k, v]) => [k, combine(v)]));
+}
+
+interface BackendSetup {
+  name: 'pglite' | 'postgres';
+  pk: Child;
+  service: Child;
+  cleanup(): Promise<void>;
+}
+
+async function startBackend(
+  name: 'pglite' | 'postgres',
+  postgresUrl: string | undefined,
+  profileDir: string | undefined,
+): Promise<BackendSetup> {
+  const secretKey = newSecretKey();
+  const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, `api-${name}`)}`] : [];
+  if (name === 'postgres') {
+    if (!postgresUrl) throw new Error('no PostgreSQL');
+    const db = await createDatabase(postgresUrl, 'svc_bench_api');
+    const [service, pk] = await Promise.all([
+      startServiceProcess(serviceEnv({ databaseUrl: db.url }, secretKey, { SVC_ROLE: 'api' }), { nodeArgs }),
+      startBaseline('pk-pg', db.url),
+    ]);
+    return {
+      name,
+      pk,
+      service,
+      async cleanup() {
+        await Promise.all([service.stop(), pk.stop()]);
+        await db.drop();
+      },
+    };
+  }
+  // PGlite on a data directory on disk, as the service's default (./data), for both.
+  const dir = await mkdtemp(join(tmpdir(), 'svc-bench-api-'));
+  const [service, pk] = await Promise.all([
+    startServiceProcess(serviceEnv({ dataDir: join(dir, 'svc') }, secretKey, { SVC_ROLE: 'api' }), {
+      nodeArgs,
+    }),
+    startBaseline('pk-pglite', join(dir, 'pk')),
+  ]);
+  return {
+    name,
+    pk,
+    service,
+    async cleanup() {
+      await Promise.all([service.stop(), pk.stop()]);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function serviceTargets(service: Child): Promise<Target[]> {
+  const reader = await createPaidOrganization(service.url, 'Bench readers');
+  const tasks = await mapConcurrent(
+    Array.from({ length: LIST_SIZE }, (_, i) => i),
+    4,
+    (i) =>
+      callJson<{ id: string }>(`${service.url}/api/svc/tasks`, {
+        method: 'POST',
+        auth: reader.apiKey,
+        body: weeklyTaskBody(reader.organizationId, i),
+        expect: 201,
+      }),
+  );
+  // Creates go to an organization of their own, so the list read above keeps its 20 tasks.
+  const writer = await createPaidOrganization(service.url, 'Bench writers');
+  const taskId = tasks[0]?.id ?? '';
+  return [
+    {
+      key: 'get',
+      label: 'GET /api/svc/tasks/{id}',
+      request: {
+        url: `${service.url}/api/svc/tasks/${taskId}`,
+        headers: { authorization: `Bearer ${reader.apiKey}` },
+      },
+    },
+    {
+      key: 'list',
+      label: `GET /api/svc/tasks?organizationId=… (${LIST_SIZE} tasks)`,
+      request: {
+        url: `${service.url}/api/svc/tasks?organizationId=${reader.organizationId}`,
+        headers: { authorization: `Bearer ${reader.apiKey}` },
+      },
+    },
+    {
+      key: 'create',
+      label: 'POST /api/svc/tasks (weekly, Europe/Berlin)',
+      request: {
+        url: `${service.url}/api/svc/tasks`,
+        method: 'POST',
+        headers: { authorization: `Bearer ${writer.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify(weeklyTaskBody(writer.organizationId, 0)),
+      },
+    },
+  ];
+}
+
+export async function benchApi(options: PartOptions): Promise<PartResult> {
+  const settings = options.quick
+    ? { rounds: 1, duration: 3, warmup: 1 }
+    : { rounds: 3, duration: 8, warmup: 1 };
+  const summary: Record<string, number> = {};
+  const info: Record<string, string> = {};
+  const sections: string[] = [];
+
+  progress('api: hello-world baseline');
+  const hello = await startBaseline('hello');
+  const helloMeasure = (
+    await measureTargets([{ key: 'hello', label: 'hello', request: { url: `${hello.url}/` } }], settings)
+  ).get('hello');
+  await hello.stop();
+  if (helloMeasure) {
+    summary['api.hello.rps'] = helloMeasure.rps;
+    summary['api.hello.p99'] = helloMeasure.p99;
+  }
+
+  const backends: ('pglite' | 'postgres')[] = options.postgresUrl ? ['pglite', 'postgres'] : ['pglite'];
+  for (const name of backends) {
+    progress(`api: ${name}: starting the service and the primary-key baseline`);
+    const setup = await startBackend(name, options.postgresUrl, options.profileDir);
+    if (typeof setup.pk.info.serverVersion === 'string')
+      info[`${name}.serverVersion`] = setup.pk.info.serverVersion;
+    try {
+      const targets: Target[] = [
+        {
+          key: 'pk',
+          label: 'baseline: bare Fastify + one primary-key SELECT',
+          request: { url: `${setup.pk.url}/items/${String(setup.pk.info.id)}` },
+        },
+        ...(await serviceTargets(setup.service)),
+      ];
+      const results = await measureTargets(targets, settings);
+      const pk = results.get('pk');
+      const rows: string[][] = [];
+      if (helloMeasure) {
+        rows.push([
+          'baseline: bare Fastify hello-world JSON',
+          fmt(helloMeasure.rps),
+          fmt(helloMeasure.p50),
+          fmt(helloMeasure.p99),
+          String(helloMeasure.non2xx),
+          String(helloMeasure.errors),
+          '',
+          '',
+        ]);
+      }
+      for (const t of targets) {
+        const m = results.get(t.key);
+        if (!m) continue;
+        const rpsRatio = pk ? m.rps / pk.rps : Number.NaN;
+        const p99Ratio = pk ? m.p99 / pk.p99 : Number.NaN;
+        const prefix = `api.${name}.${t.key}`;
+        summary[`${prefix}.rps`] = m.rps;
+        summary[`${prefix}.p50`] = m.p50;
+        summary[`${prefix}.p99`] = m.p99;
+        summary[`${prefix}.non2xx`] = m.non2xx;
+        summary[`${prefix}.errors`] = m.errors;
+        if (t.key !== 'pk') {
+          summary[`${prefix}.rpsRatio`] = rpsRatio;
+          summary[`${prefix}.p99Ratio`] = p99Ratio;
+        }
+        rows.push([
+          t.key === 'pk' ? t.label : `service: ${t.label}`,
+          fmt(m.rps),
+          fmt(m.p50),
+          fmt(m.p99),
+          String(m.non2xx),
+          String(m.errors),
+          t.key === 'pk' ? '1' : `${fmt(rpsRatio, 2)}×`,
+          t.key === 'pk' ? '1' : `${fmt(p99Ratio, 2)}×`,
+        ]);
+      }
+      sections.push(
+        `#### ${name === 'pglite' ? 'PGlite (data directory on disk)' : 'PostgreSQL'}\n\n${table(
+          [
+            'target',
+            'req/s',
+            'p50 ms',
+            'p99 ms',
+            'non-2xx',
+            'errors',
+            'req/s vs pk-select',
+            'p99 vs pk-select',
+          ],
+          rows,
+        )}\n\nResponses by status over all rounds: ${targets
+          .map((t) => {
+            const statuses = Object.entries(results.get(t.key)?.statuses ?? {});
+            return `${t.key} ${statuses.map(([code, n]) => `${code}×${n}`).join(' ') || 'n/a'}`;
+          })
+          .join('; ')}.`,
+      );
+    } finally {
+      progress(`api: ${name}: stopping`);
+      await setup.cleanup();
+    }
+  }
+
+  const markdown = [
+    '## API',
+    '',
+    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round after a ${settings.warmup} s warm-up per target, ${settings.rounds} round(s); medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`node src/main.ts\` with \`SVC_ROLE=api\` in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10). Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization. Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards).`,
+    '',
+    ...sections.flatMap((s) => [s, '']),
+  ].join('\n');
+  return { markdown, summary, info };
+}

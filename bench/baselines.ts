@@ -1,0 +1,505 @@
+// The child processes of the API and run-engine benchmarks, and the helpers those parts share
+// to start and stop them. Every server the benchmarks measure runs in a process of its own, so
+// the load generator (autocannon, in the bench process) never shares an event loop with it.
+//
+// Runnable as a child:
+//   node bench/baselines.ts hello <port>                bare Fastify, GET / answers a JSON object
+//   node bench/baselines.ts pk-pglite <port> [dataDir]  bare Fastify, GET /items/:id = one
+//                                                       primary-key SELECT through PGlite
+//   node bench/baselines.ts pk-pg <port> <url>          the same through a pg Pool (10 clients)
+//   node bench/baselines.ts model <port> <delayMs>      a Chat Completions stand-in that answers
+//                                                       after delayMs; GET /stats: in flight, served
+// Each prints one line `ready <json>` on stdout when it listens (with `url`, and for pk-* the
+// `id` of a row to read).
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+
+const SELF = fileURLToPath(import.meta.url);
+const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+
+export const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------------------------
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export function median(values: readonly number[]): number {
+  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (!v.length) return Number.NaN;
+  const mid = Math.floor(v.length / 2);
+  return v.length % 2 ? (v[mid] as number) : ((v[mid - 1] as number) + (v[mid] as number)) / 2;
+}
+
+/** A number for a table: integers above 100, else three significant digits. */
+export function fmt(n: number | undefined, digits = 3): string {
+  if (n === undefined || !Number.isFinite(n)) return 'n/a';
+  if (Math.abs(n) >= 100) return Math.round(n).toLocaleString('en-US');
+  return Number(n.toPrecision(digits)).toString();
+}
+
+export function table(header: string[], rows: string[][]): string {
+  const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
+  return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
+}
+
+/** Progress on stderr, with the time since the bench started. */
+const started = Date.now();
+export function progress(message: string): void {
+  process.stderr.write(`[bench ${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${message}\n`);
+}
+
+export async function freePort(): Promise<number> {
+  const server = createNetServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const address = server.address();
+  await new Promise<void>((r) => server.close(() => r()));
+  if (!address || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+/** A fresh database on the PostgreSQL server of `baseUrl`, dropped by drop(). */
+export async function createDatabase(
+  baseUrl: string,
+  prefix: string,
+): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: baseUrl });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const u = new URL(baseUrl);
+  u.pathname = `/${name}`;
+  return {
+    url: u.toString(),
+    async drop() {
+      const c = new pg.Client({ connectionString: baseUrl });
+      await c.connect();
+      try {
+        await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await c.end();
+      }
+    },
+  };
+}
+
+export interface Child {
+  proc: ChildProcess;
+  pid: number;
+  url: string;
+  /** What the child printed on its ready line (baselines). */
+  info: Record<string, unknown>;
+  stderr(): string;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves with the exit code. */
+  stop(graceMs?: number): Promise<number | null>;
+}
+
+const running = new Set<ChildProcess>();
+let exitHooked = false;
+function track(proc: ChildProcess): void {
+  running.add(proc);
+  proc.on('exit', () => running.delete(proc));
+  if (exitHooked) return;
+  exitHooked = true;
+  // A bench that fails or is interrupted must not leave servers behind.
+  process.on('exit', () => {
+    for (const p of running) p.kill('SIGKILL');
+  });
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      for (const p of running) p.kill('SIGKILL');
+      process.exit(130);
+    });
+  }
+}
+
+function spawnNode(args: string[], env: Record<string, string>, stdout: 'pipe' | 'ignore') {
+  const proc = spawn(process.execPath, args, {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', stdout, 'pipe'],
+  });
+  track(proc);
+  let err = '';
+  proc.stderr?.on('data', (d) => {
+    err = (err + d).slice(-20_000);
+  });
+  const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
+  const stop = async (graceMs = 60_000) => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
+    proc.kill('SIGTERM');
+    const timer = setTimeout(() => proc.kill('SIGKILL'), graceMs);
+    const code = await exited;
+    clearTimeout(timer);
+    return code;
+  };
+  return { proc, exited, stderr: () => err, stop };
+}
+
+/** Starts `node bench/baselines.ts <mode> <port> [arg]` and waits for its ready line. */
+export async function startBaseline(mode: string, arg?: string): Promise<Child> {
+  const port = await freePort();
+  const c = spawnNode([SELF, mode, String(port), ...(arg === undefined ? [] : [arg])], {}, 'pipe');
+  const info = await new Promise<Record<string, unknown>>((resolveReady, reject) => {
+    let out = '';
+    const timer = setTimeout(
+      () => reject(new Error(`baseline ${mode} did not start:\n${c.stderr()}`)),
+      60_000,
+    );
+    c.proc.stdout?.on('data', (d) => {
+      out += d;
+      const m = /^ready (.*)$/m.exec(out);
+      if (m?.[1]) {
+        clearTimeout(timer);
+        resolveReady(JSON.parse(m[1]) as Record<string, unknown>);
+      }
+    });
+    void c.exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`baseline ${mode} exited with ${code}:\n${c.stderr()}`));
+    });
+  });
+  // Nothing more is read from stdout: let it drain.
+  c.proc.stdout?.resume();
+  return { proc: c.proc, pid: c.proc.pid ?? 0, url: String(info.url), info, stderr: c.stderr, stop: c.stop };
+}
+
+export interface ServiceProcessOptions {
+  /** Extra arguments for node before the script (e.g. --cpu-prof). */
+  nodeArgs?: string[];
+  /** The script to run instead of src/main.ts (it must take the same environment), and its arguments. */
+  script?: string;
+  args?: string[];
+}
+
+/**
+ * Starts the service (`node src/main.ts`, what `npm start` runs) with exactly `env` plus a free
+ * PORT, and waits until /healthz answers. Its stdout (one JSON log line per request at the
+ * default level, info) goes to /dev/null.
+ */
+export async function startServiceProcess(
+  env: Record<string, string>,
+  options: ServiceProcessOptions = {},
+): Promise<Child> {
+  const port = await freePort();
+  const c = spawnNode(
+    [...(options.nodeArgs ?? []), options.script ?? MAIN, ...(options.args ?? [])],
+    { HOST: '127.0.0.1', PORT: String(port), ...env },
+    'ignore',
+  );
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (c.proc.exitCode !== null) throw new Error(`service exited with ${c.proc.exitCode}:\n${c.stderr()}`);
+    if (Date.now() > deadline) {
+      c.proc.kill('SIGKILL');
+      throw new Error(`service did not start in time:\n${c.stderr()}`);
+    }
+    try {
+      const res = await fetch(`${url}/healthz`);
+      await res.arrayBuffer();
+      if (res.ok) break;
+    } catch {
+      // not listening yet
+    }
+    await sleep(50);
+  }
+  return { proc: c.proc, pid: c.proc.pid ?? 0, url, info: {}, stderr: c.stderr, stop: c.stop };
+}
+
+/** The environment every service process of the benchmarks gets. */
+export function serviceEnv(
+  backend: { databaseUrl?: string | undefined; dataDir?: string | undefined },
+  secretKey: string,
+  extra: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    SVC_ADMIN_TOKEN: ADMIN_TOKEN,
+    SVC_SECRET_KEY: secretKey,
+    SVC_CREATE_DEMO_ORG: 'false',
+    ...(backend.databaseUrl
+      ? { DATABASE_URL: backend.databaseUrl }
+      : { SVC_DATA_DIR: backend.dataDir ?? '' }),
+    ...extra,
+  };
+}
+
+export function newSecretKey(): string {
+  return randomBytes(32).toString('base64');
+}
+
+/** One JSON request to the service; throws unless the status is `expect`. */
+export async function callJson<T>(
+  url: string,
+  options: { method?: string; auth: string; body?: unknown; expect: number },
+): Promise<T> {
+  const res = await fetch(url, {
+    method: options.method ?? 'GET',
+    headers: {
+      authorization: `Bearer ${options.auth}`,
+      ...(options.body !== undefined && { 'content-type': 'application/json' }),
+    },
+    ...(options.body !== undefined && { body: JSON.stringify(options.body) }),
+  });
+  const text = await res.text();
+  if (res.status !== options.expect) {
+    throw new Error(`${options.method ?? 'GET'} ${url}: ${res.status} ${text.slice(0, 500)}`);
+  }
+  return (text ? JSON.parse(text) : undefined) as T;
+}
+
+/**
+ * A paid organization with its rate limit and task limit raised through the admin API, so that
+ * neither 429s nor 403s pollute a measurement.
+ */
+export async function createPaidOrganization(
+  serviceUrl: string,
+  name: string,
+): Promise<{ organizationId: string; apiKey: string }> {
+  const org = await callJson<{ organizationId: string; apiKey: string }>(
+    `${serviceUrl}/api/admin/organizations`,
+    { method: 'POST', auth: ADMIN_TOKEN, body: { name, plan: 'paid' }, expect: 201 },
+  );
+  await callJson(`${serviceUrl}/api/admin/organizations/${org.organizationId}`, {
+    method: 'PATCH',
+    auth: ADMIN_TOKEN,
+    body: { rateLimitPerMinute: 1_000_000, tasksLimit: 1_000_000_000, runsLimit: 'unlimited' },
+    expect: 200,
+  });
+  return org;
+}
+
+/** A weekly task in a timezone (the body the API benchmark's POST sends too). */
+export function weeklyTaskBody(organizationId: string, n: number): Record<string, unknown> {
+  return {
+    organizationId,
+    name: `Weekly digest ${n}`,
+    prompt: 'Summarise the week in five bullet points.',
+    schedule: 'weekly',
+    scheduleDays: ['monday', 'thursday'],
+    scheduleTime: '08:30',
+    timezone: 'Europe/Berlin',
+  };
+}
+
+/** Runs `fn` over `items` with at most `concurrency` at once. */
+export async function mapConcurrent<T, R>(
+  items: readonly T[],
+  concurrency: number,
+  fn: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, items.length) }, async () => {
+      for (;;) {
+        const i = next++;
+        if (i >= items.length) return;
+        results[i] = await fn(items[i] as T, i);
+      }
+    }),
+  );
+  return results;
+}
+
+/** Resident set size and its peak (VmHWM) of a process, in bytes (Linux /proc). */
+export function processMemory(pid: number): { rss: number; peak: number } | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+    return { rss: kb('VmRSS') * 1024, peak: kb('VmHWM') * 1024 };
+  } catch {
+    return undefined;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The child servers
+// ---------------------------------------------------------------------------------------------
+
+/** A row shaped like a task row, so the baseline serialises about as much as the service. */
+const ITEMS_DDL = `CREATE TABLE IF NOT EXISTS bench_items (
+  id uuid PRIMARY KEY,
+  organization_id uuid NOT NULL,
+  name text NOT NULL,
+  prompt text NOT NULL,
+  model text NOT NULL,
+  schedule text NOT NULL,
+  schedule_time text,
+  schedule_days text[],
+  timezone text NOT NULL,
+  status text NOT NULL,
+  next_run_at timestamptz,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now()
+)`;
+const ITEM_INSERT = `INSERT INTO bench_items
+  (id, organization_id, name, prompt, model, schedule, schedule_time, schedule_days, timezone, status, next_run_at)
+  VALUES ($1, $2, $3, 'Summarise the week in five bullet points.', 'openai/gpt-4o-mini', 'weekly', '08:30',
+          ARRAY['monday','thursday'], 'Europe/Berlin', 'active', now() + interval '3 days')`;
+const ITEM_SELECT = 'SELECT * FROM bench_items WHERE id = $1';
+
+type Select = (id: string) => Promise<unknown>;
+
+async function pkServer(
+  port: number,
+  open: () => Promise<{
+    exec(sql: string, params?: unknown[]): Promise<void>;
+    select: Select;
+    version: string;
+  }>,
+) {
+  const { default: Fastify } = await import('fastify');
+  const db = await open();
+  await db.exec(ITEMS_DDL);
+  const org = randomUUID();
+  let id = '';
+  for (let i = 0; i < 100; i++) {
+    id = randomUUID();
+    await db.exec(ITEM_INSERT, [id, org, `Weekly digest ${i}`]);
+  }
+  const app = Fastify({ logger: false });
+  app.get<{ Params: { id: string } }>('/items/:id', async (request, reply) => {
+    const row = await db.select(request.params.id);
+    if (!row) return reply.code(404).send({ error: 'not found' });
+    return row;
+  });
+  const url = await app.listen({ host: '127.0.0.1', port });
+  return { url, id, serverVersion: db.version };
+}
+
+async function modelServer(port: number, delayMs: number) {
+  let inFlight = 0;
+  let served = 0;
+  const usage = { prompt_tokens: 100, completion_tokens: 5, total_tokens: 105 };
+  const server = createServer((req, res) => {
+    if (req.method === 'GET' && req.url === '/stats') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ inFlight, served }));
+      return;
+    }
+    let raw = '';
+    req.setEncoding('utf8');
+    req.on('data', (d: string) => {
+      raw += d;
+    });
+    req.on('end', () => {
+      if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
+        res.writeHead(404, { 'content-type': 'application/json' });
+        res.end('{"error":{"message":"not found"}}');
+        return;
+      }
+      const body = JSON.parse(raw) as { model: string; stream?: boolean };
+      inFlight++;
+      let timer: NodeJS.Timeout | undefined;
+      // A caller that gives up (a worker stopped) no longer counts as in flight.
+      res.on('close', () => {
+        if (!timer) return;
+        clearTimeout(timer);
+        timer = undefined;
+        inFlight--;
+      });
+      const answer = () => {
+        timer = undefined;
+        inFlight--;
+        served++;
+        if (res.destroyed) return;
+        const id = `chatcmpl-${served}`;
+        const created = Math.floor(Date.now() / 1000);
+        if (body.stream) {
+          const chunk = (o: object) =>
+            `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: body.model, ...o })}\n\n`;
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.end(
+            chunk({
+              choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }],
+            }) +
+              chunk({ choices: [{ index: 0, delta: { content: 'Done.' }, finish_reason: null }] }) +
+              chunk({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] }) +
+              chunk({ choices: [], usage }) +
+              'data: [DONE]\n\n',
+          );
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            id,
+            object: 'chat.completion',
+            created,
+            model: body.model,
+            choices: [{ index: 0, message: { role: 'assistant', content: 'Done.' }, finish_reason: 'stop' }],
+            usage,
+          }),
+        );
+      };
+      if (delayMs > 0) timer = setTimeout(answer, delayMs);
+      else answer();
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((r) => server.listen({ port, host: '127.0.0.1', backlog: 4096 }, r));
+  return { url: `http://127.0.0.1:${port}/v1` };
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [mode, portArg, arg] = argv;
+  const port = Number(portArg);
+  let ready: Record<string, unknown>;
+  switch (mode) {
+    case 'hello': {
+      const { default: Fastify } = await import('fastify');
+      const app = Fastify({ logger: false });
+      app.get('/', async () => ({ hello: 'world' }));
+      ready = { url: await app.listen({ host: '127.0.0.1', port }) };
+      break;
+    }
+    case 'pk-pglite': {
+      const { PGlite } = await import('@electric-sql/pglite');
+      ready = await pkServer(port, async () => {
+        const db = await PGlite.create(arg ? { dataDir: arg } : {});
+        const version = (await db.query<{ server_version: string }>('SHOW server_version')).rows[0];
+        return {
+          version: version?.server_version ?? 'unknown',
+          exec: async (sql, params = []) => {
+            await db.query(sql, params);
+          },
+          select: async (id) => (await db.query(ITEM_SELECT, [id])).rows[0],
+        };
+      });
+      break;
+    }
+    case 'pk-pg': {
+      if (!arg) throw new Error('pk-pg needs a database URL');
+      const pool = new pg.Pool({ connectionString: arg, max: 10 });
+      ready = await pkServer(port, async () => ({
+        version:
+          (await pool.query<{ server_version: string }>('SHOW server_version')).rows[0]?.server_version ?? '',
+        exec: async (sql, params = []) => {
+          await pool.query(sql, params);
+        },
+        select: async (id) => (await pool.query(ITEM_SELECT, [id])).rows[0],
+      }));
+      break;
+    }
+    case 'model':
+      ready = await modelServer(port, Number(arg ?? 0));
+      break;
+    default:
+      throw new Error(`usage: node bench/baselines.ts hello|pk-pglite|pk-pg|model <port> [arg]`);
+  }
+  process.stdout.write(`ready ${JSON.stringify(ready)}\n`);
+  process.on('SIGTERM', () => process.exit(0));
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === SELF) await main(process.argv.slice(2));

@@ -1,0 +1,611 @@
+// The run-engine benchmark: a worker process (`node src/main.ts`, SVC_ROLE=worker) drains a
+// backlog of pending runs against a model server in a process of its own, compared with the same
+// number of plain HTTP calls to that model server at the same concurrency (the ceiling); and the
+// worker's memory with 1,000 runs in flight against a model that answers in 5 s.
+//
+// `node bench/engine.ts worker-child` runs the service like src/main.ts, except that the worker
+// concurrency comes from BENCH_WORKER_CONCURRENCY: SVC_WORKER_CONCURRENCY accepts at most 256,
+// and the memory row needs 1,000 runs in flight in one process.
+import { rmSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadConfig } from '../src/config.ts';
+import type { Db } from '../src/db/db.ts';
+import { openPglite } from '../src/db/pglite.ts';
+import { openPostgres } from '../src/db/postgres.ts';
+import { insertRun } from '../src/db/sql/runs.ts';
+import { newId } from '../src/lib/ids.ts';
+import { runServer } from '../src/run-server.ts';
+import type { PartOptions, PartResult } from './api.ts';
+import {
+  type Child,
+  callJson,
+  createDatabase,
+  createPaidOrganization,
+  fmt,
+  mapConcurrent,
+  median,
+  newSecretKey,
+  processMemory,
+  progress,
+  serviceEnv,
+  sleep,
+  startBaseline,
+  startServiceProcess,
+  table,
+  weeklyTaskBody,
+} from './baselines.ts';
+
+const SELF = fileURLToPath(import.meta.url);
+
+/** Organizations the runs are spread over (round-robin), each with a quarter of the tasks. */
+const ORGANIZATIONS = 4;
+/** Runs in flight for the memory row. */
+const IN_FLIGHT = 1000;
+const MEMORY_MODEL_DELAY_MS = 5000;
+const DEFAULT_CONCURRENCY = 4;
+
+interface Row {
+  key: string;
+  delayMs: number;
+  concurrency: number;
+  /** SVC_ORG_CONCURRENCY; undefined = the default (2), enough for 4 runs over 4 organizations. */
+  orgConcurrency: number | undefined;
+  runs: number;
+}
+
+interface Backend {
+  name: 'pglite' | 'postgres';
+  env: { databaseUrl?: string; dataDir?: string };
+  secretKey: string;
+  tasks: { id: string; organizationId: string }[];
+  /** Runs fn with a database handle of the bench's own (PGlite: only while no child has it open). */
+  withDb<T>(fn: (db: Db) => Promise<T>): Promise<T>;
+  cleanup(): Promise<void>;
+}
+
+interface RowResult {
+  rps: number;
+  failed: number;
+}
+
+interface MemoryResult {
+  idleRss: number;
+  /** The largest RSS sampled while all IN_FLIGHT model calls were outstanding. */
+  inFlightRss: number;
+  /** The largest RSS sampled at all. */
+  maxRss: number;
+  /** VmHWM at the end: the process's peak RSS over its whole life. */
+  peakRss: number;
+  maxModelInFlight: number;
+  secondsToInFlight: number;
+  failed: number;
+}
+
+async function setupBackend(name: 'pglite' | 'postgres', postgresUrl: string | undefined): Promise<Backend> {
+  const secretKey = newSecretKey();
+  let env: Backend['env'];
+  let withDb: Backend['withDb'];
+  let cleanup: () => Promise<void>;
+  if (name === 'postgres') {
+    if (!postgresUrl) throw new Error('no PostgreSQL');
+    const created = await createDatabase(postgresUrl, 'svc_bench_engine');
+    env = { databaseUrl: created.url };
+    let db: Db | undefined;
+    withDb = async (fn) => {
+      db ??= await openPostgres(created.url, 2, () => undefined);
+      return fn(db);
+    };
+    cleanup = async () => {
+      await db?.close().catch(() => undefined);
+      await created.drop();
+    };
+  } else {
+    const dir = await mkdtemp(join(tmpdir(), 'svc-bench-engine-'));
+    const dataDir = join(dir, 'svc');
+    env = { dataDir };
+    withDb = async (fn) => {
+      const db = await openPglite(dataDir);
+      try {
+        return await fn(db);
+      } finally {
+        await db.close();
+      }
+    };
+    cleanup = async () => rmSync(dir, { recursive: true, force: true });
+  }
+  // Organizations and one task each through the API of a service process (which also migrates);
+  // the task is then copied in SQL (new ids), IN_FLIGHT / ORGANIZATIONS per organization, which
+  // takes a moment where as many POSTs would take most of a quick run.
+  const api = await startServiceProcess(serviceEnv(env, secretKey, { SVC_ROLE: 'api' }));
+  const firsts: { id: string; organizationId: string }[] = [];
+  try {
+    for (let i = 0; i < ORGANIZATIONS; i++) {
+      const org = await createPaidOrganization(api.url, `Engine ${i}`);
+      const task = await callJson<{ id: string }>(`${api.url}/api/svc/tasks`, {
+        method: 'POST',
+        auth: org.apiKey,
+        body: weeklyTaskBody(org.organizationId, 0),
+        expect: 201,
+      });
+      firsts.push({ id: task.id, organizationId: org.organizationId });
+    }
+  } finally {
+    await api.stop();
+  }
+  const perOrg = await withDb((db) =>
+    db.transaction(async (tx) => {
+      const lists: { id: string; organizationId: string }[][] = [];
+      for (const first of firsts) {
+        const copies = await tx.query<{ id: string }>(
+          `INSERT INTO tasks
+           SELECT (jsonb_populate_record(t, jsonb_build_object('id', gen_random_uuid(), 'name', t.name || ' #' || g))).*
+             FROM tasks t CROSS JOIN generate_series(2, $2::int) g
+            WHERE t.id = $1
+           RETURNING id`,
+          [first.id, IN_FLIGHT / ORGANIZATIONS],
+        );
+        lists.push([first, ...copies.map((c) => ({ id: c.id, organizationId: first.organizationId }))]);
+      }
+      return lists;
+    }),
+  );
+  // Interleaved, so any prefix of the list spreads its runs evenly over the organizations.
+  const tasks: Backend['tasks'] = [];
+  for (let i = 0; i < IN_FLIGHT / ORGANIZATIONS; i++) {
+    for (const list of perOrg) {
+      const task = list[i];
+      if (task) tasks.push(task);
+    }
+  }
+  return { name, env, secretKey, tasks, withDb, cleanup };
+}
+
+/** `n` pending on-demand runs, one per task, inserted as run-now inserts them (run + ledger row). */
+async function insertRuns(db: Db, tasks: Backend['tasks'], n: number): Promise<string[]> {
+  return db.transaction(async (tx) => {
+    const ids: string[] = [];
+    for (const task of tasks.slice(0, n)) {
+      const run = await insertRun(tx, {
+        id: newId(),
+        organizationId: task.organizationId,
+        taskId: task.id,
+        slotAt: null,
+        trigger: 'manual',
+        now: new Date(),
+      });
+      ids.push(run.id);
+    }
+    return ids;
+  });
+}
+
+interface RunStats {
+  completed: number;
+  /** Runs not completed (failed, or still pending or running). */
+  failed: number;
+  /** From the first run's started_at to the last run's completed_at (database clock). */
+  seconds: number;
+}
+
+async function runStats(db: Db, ids: string[]): Promise<RunStats> {
+  const [row] = await db.query<{ completed: number; failed: number; first: Date | null; last: Date | null }>(
+    `SELECT count(*) FILTER (WHERE status = 'completed')::int AS completed,
+            count(*) FILTER (WHERE status <> 'completed')::int AS failed,
+            min(started_at) AS first, max(completed_at) AS last
+       FROM runs WHERE id = ANY($1::uuid[])`,
+    [ids],
+  );
+  if (!row?.first || !row.last) throw new Error('no finished runs');
+  return { completed: row.completed, failed: row.failed, seconds: (+row.last - +row.first) / 1000 };
+}
+
+/**
+ * The database work between two worker processes, in one session (opening PGlite takes
+ * seconds): the finished job's statistics, then the next job's pending runs.
+ */
+async function between(
+  backend: Backend,
+  finished: { ids: string[]; discard: boolean } | undefined,
+  nextRuns: number,
+): Promise<{ stats: RunStats | undefined; ids: string[] }> {
+  return backend.withDb(async (db) => {
+    let stats: RunStats | undefined;
+    if (finished?.discard) {
+      // Runs stopped on purpose (released to pending): removed, so no later worker takes them.
+      await db.query(`DELETE FROM runs WHERE id = ANY($1::uuid[]) AND status <> 'completed'`, [finished.ids]);
+    } else if (finished) {
+      stats = await runStats(db, finished.ids);
+    }
+    return { stats, ids: nextRuns ? await insertRuns(db, backend.tasks, nextRuns) : [] };
+  });
+}
+
+async function finishedRuns(worker: Child): Promise<number> {
+  const res = await fetch(`${worker.url}/metrics`);
+  const text = await res.text();
+  let n = 0;
+  for (const m of text.matchAll(/^svc_worker_runs_finished_total\{[^}]*\} (\d+)/gm)) n += Number(m[1]);
+  return n;
+}
+
+async function waitFinished(worker: Child, n: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while ((await finishedRuns(worker)) < n) {
+    if (Date.now() > deadline) throw new Error(`the worker did not finish ${n} runs in time`);
+    if (worker.proc.exitCode !== null) throw new Error(`the worker exited:\n${worker.stderr()}`);
+    await sleep(100);
+  }
+}
+
+function workerEnv(backend: Backend, modelUrl: string, extra: Record<string, string>) {
+  return serviceEnv(backend.env, backend.secretKey, {
+    SVC_ROLE: 'worker',
+    SVC_MODEL_BASE_URL: modelUrl,
+    SVC_MODEL_API_KEY: 'sk-bench-model-key',
+    ...extra,
+  });
+}
+
+/** A worker process drains the pending runs (inserted before) and stops. */
+async function runRow(backend: Backend, row: Row, modelUrl: string, profileDir: string | undefined) {
+  const worker = await startServiceProcess(
+    workerEnv(backend, modelUrl, {
+      SVC_WORKER_CONCURRENCY: String(row.concurrency),
+      ...(row.orgConcurrency && { SVC_ORG_CONCURRENCY: String(row.orgConcurrency) }),
+    }),
+    profileDir
+      ? {
+          nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, `engine-${backend.name}-${row.key}`)}`],
+        }
+      : {},
+  );
+  try {
+    await waitFinished(worker, row.runs, 300_000);
+  } finally {
+    await worker.stop();
+  }
+}
+
+/** The same number of plain streamed Chat Completions calls, at the same concurrency. */
+async function httpCeiling(modelUrl: string, calls: number, concurrency: number): Promise<number> {
+  const body = JSON.stringify({
+    model: 'openai/gpt-4o-mini',
+    messages: [
+      {
+        role: 'system',
+        content: 'The current date and time is Monday, 3 March 2025, 08:30 (Europe/Berlin).',
+      },
+      { role: 'user', content: 'Summarise the week in five bullet points.' },
+    ],
+    stream: true,
+    stream_options: { include_usage: true },
+  });
+  const call = async () => {
+    const res = await fetch(`${modelUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer sk-bench-model-key', 'content-type': 'application/json' },
+      body,
+    });
+    await res.text();
+    if (!res.ok) throw new Error(`model server: ${res.status}`);
+  };
+  await mapConcurrent(Array.from({ length: concurrency }), concurrency, call);
+  const start = performance.now();
+  await mapConcurrent(Array.from({ length: calls }), concurrency, call);
+  return calls / ((performance.now() - start) / 1000);
+}
+
+async function modelInFlight(modelServer: Child): Promise<number> {
+  const res = await fetch(`${modelServer.url.replace(/\/v1$/, '')}/stats`);
+  return ((await res.json()) as { inFlight: number }).inFlight;
+}
+
+function memoryWorker(backend: Backend, modelServer: Child): Promise<Child> {
+  const env = workerEnv(backend, modelServer.url, {
+    // The largest SVC_ORG_CONCURRENCY accepts: 4 organizations × 250 runs each fit under it.
+    SVC_ORG_CONCURRENCY: '256',
+    BENCH_WORKER_CONCURRENCY: String(IN_FLIGHT),
+    // A worker stopped early (quick runs) gives its runs back at once instead of waiting for them.
+    SVC_SHUTDOWN_GRACE_SECONDS: '0',
+  });
+  return startServiceProcess(env, { script: SELF, args: ['worker-child'] });
+}
+
+/** RSS of the memory row's worker with nothing to do (no pending runs). */
+async function idleRss(backend: Backend, modelServer: Child): Promise<number> {
+  const idle = await memoryWorker(backend, modelServer);
+  await sleep(1500);
+  const rss = processMemory(idle.pid)?.rss ?? Number.NaN;
+  await idle.stop();
+  return rss;
+}
+
+/**
+ * RSS of one worker process with IN_FLIGHT runs (inserted before) in flight against a 5 s model.
+ * `untilDone`: sample until every run has finished; otherwise stop the worker 1 s after all the
+ * model calls are in flight (quick runs; its runs are then released and discarded).
+ */
+async function runMemory(backend: Backend, modelServer: Child, untilDone: boolean): Promise<MemoryResult> {
+  const worker = await memoryWorker(backend, modelServer);
+  const started = performance.now();
+  const result: MemoryResult = {
+    idleRss: Number.NaN,
+    inFlightRss: Number.NaN,
+    maxRss: 0,
+    peakRss: Number.NaN,
+    maxModelInFlight: 0,
+    secondsToInFlight: Number.NaN,
+    failed: 0,
+  };
+  try {
+    // Sample until every run has finished; "in flight" = all its model calls outstanding at once.
+    for (;;) {
+      const [inFlight, finished] = await Promise.all([modelInFlight(modelServer), finishedRuns(worker)]);
+      const rss = processMemory(worker.pid)?.rss ?? 0;
+      result.maxRss = Math.max(result.maxRss, rss);
+      result.maxModelInFlight = Math.max(result.maxModelInFlight, inFlight);
+      if (inFlight >= IN_FLIGHT) {
+        result.inFlightRss = Math.max(Number.isNaN(result.inFlightRss) ? 0 : result.inFlightRss, rss);
+        if (Number.isNaN(result.secondsToInFlight))
+          result.secondsToInFlight = (performance.now() - started) / 1000;
+      }
+      if (finished >= IN_FLIGHT) break;
+      if (!untilDone && performance.now() - started > (result.secondsToInFlight + 1) * 1000) break;
+      if (performance.now() - started > 180_000) throw new Error(`${IN_FLIGHT} runs did not finish in time`);
+      await sleep(100);
+    }
+    result.peakRss = processMemory(worker.pid)?.peak ?? Number.NaN;
+  } finally {
+    await worker.stop();
+  }
+  return result;
+}
+
+type Job = { kind: 'row'; row: Row } | { kind: 'memory' };
+
+/** A job whose runs have been executed, waiting for its statistics from the next session. */
+interface Done {
+  job: Job;
+  round: number;
+  ids: string[];
+  /** The runs were stopped on purpose: delete them instead of counting them. */
+  discard: boolean;
+  memory?: MemoryResult;
+}
+
+const MB = 1024 * 1024;
+const mb = (n: number) => (Number.isFinite(n) ? `${fmt(n)} MB` : 'not measured');
+
+export async function benchEngine(options: PartOptions): Promise<PartResult> {
+  const rounds = options.quick ? 1 : 3;
+  // One memory round: RSS barely varies between rounds, and recording 1,000 results on PGlite
+  // takes most of a minute.
+  const memoryRounds = 1;
+  // The same backlogs on both backends. They are kept moderate: claiming ranks every pending run
+  // (see the report), so a larger backlog makes each claim dearer, on PGlite above all.
+  const rows: Row[] = options.quick
+    ? [
+        {
+          key: 'instant-c4',
+          delayMs: 0,
+          concurrency: DEFAULT_CONCURRENCY,
+          orgConcurrency: undefined,
+          runs: 100,
+        },
+        {
+          key: '100ms-c4',
+          delayMs: 100,
+          concurrency: DEFAULT_CONCURRENCY,
+          orgConcurrency: undefined,
+          runs: 60,
+        },
+      ]
+    : [
+        {
+          key: 'instant-c4',
+          delayMs: 0,
+          concurrency: DEFAULT_CONCURRENCY,
+          orgConcurrency: undefined,
+          runs: 200,
+        },
+        {
+          key: '100ms-c4',
+          delayMs: 100,
+          concurrency: DEFAULT_CONCURRENCY,
+          orgConcurrency: undefined,
+          runs: 160,
+        },
+        { key: '100ms-c32', delayMs: 100, concurrency: 32, orgConcurrency: 32, runs: 256 },
+      ];
+  const backendNames: ('pglite' | 'postgres')[] = options.postgresUrl ? ['pglite', 'postgres'] : ['pglite'];
+
+  progress('engine: model servers');
+  const models = new Map<number, Child>();
+  for (const delay of [0, 100, MEMORY_MODEL_DELAY_MS])
+    models.set(delay, await startBaseline('model', String(delay)));
+  const model = (delay: number) => {
+    const m = models.get(delay);
+    if (!m) throw new Error(`no model server with delay ${delay}`);
+    return m;
+  };
+
+  const backends: Backend[] = [];
+  const summary: Record<string, number> = {};
+  try {
+    progress(`engine: ${backendNames.join(', ')}: organizations and ${IN_FLIGHT} tasks`);
+    const settled = await Promise.allSettled(
+      backendNames.map((name) => setupBackend(name, options.postgresUrl)),
+    );
+    for (const s of settled) if (s.status === 'fulfilled') backends.push(s.value);
+    for (const s of settled) if (s.status === 'rejected') throw s.reason;
+    const ceilings = new Map<string, number[]>(rows.map((r) => [r.key, []]));
+    const results = new Map<string, RowResult[]>();
+    const memory = new Map<string, MemoryResult[]>();
+    const idle = new Map<string, number>();
+    const done = new Map<string, Done>();
+    const record = (backend: Backend, d: Done, stats: RunStats | undefined) => {
+      if (d.job.kind === 'row' && stats) {
+        const r = { rps: stats.completed / stats.seconds, failed: stats.failed };
+        const key = `${backend.name}.${d.job.row.key}`;
+        results.set(key, [...(results.get(key) ?? []), r]);
+        progress(
+          `  engine ${backend.name} ${d.job.row.key} round ${d.round}/${rounds}: ${fmt(r.rps)} runs/s, not completed ${r.failed}`,
+        );
+      } else if (d.job.kind === 'memory' && d.memory) {
+        const m = {
+          ...d.memory,
+          failed: stats ? stats.failed : Number.NaN,
+          idleRss: idle.get(backend.name) ?? Number.NaN,
+        };
+        memory.set(backend.name, [...(memory.get(backend.name) ?? []), m]);
+        progress(
+          `  engine ${backend.name} memory round ${d.round}/${memoryRounds}: ${IN_FLIGHT} in flight ${fmt(m.inFlightRss / MB)} MB, peak ${fmt(m.peakRss / MB)} MB, not completed ${m.failed}`,
+        );
+      }
+    };
+    for (let round = 1; round <= rounds; round++) {
+      for (const row of rows) {
+        const c = await httpCeiling(model(row.delayMs).url, row.runs, row.concurrency);
+        ceilings.get(row.key)?.push(c);
+        progress(`  engine ceiling ${row.key} round ${round}/${rounds}: ${fmt(c)} calls/s`);
+      }
+      for (const backend of backends) {
+        if (round === 1 && !options.quick) {
+          idle.set(backend.name, await idleRss(backend, model(MEMORY_MODEL_DELAY_MS)));
+        }
+        const jobs: Job[] = [
+          ...rows.map((row): Job => ({ kind: 'row', row })),
+          ...(round <= memoryRounds ? [{ kind: 'memory' } as const] : []),
+        ];
+        for (const job of jobs) {
+          const previous = done.get(backend.name);
+          const { stats, ids } = await between(
+            backend,
+            previous,
+            job.kind === 'row' ? job.row.runs : IN_FLIGHT,
+          );
+          if (previous) record(backend, previous, stats);
+          if (job.kind === 'row') {
+            await runRow(backend, job.row, model(job.row.delayMs).url, options.profileDir);
+            done.set(backend.name, { job, round, ids, discard: false });
+          } else {
+            const m = await runMemory(backend, model(MEMORY_MODEL_DELAY_MS), !options.quick);
+            done.set(backend.name, { job, round, ids, discard: options.quick, memory: m });
+          }
+        }
+      }
+    }
+    for (const backend of backends) {
+      const previous = done.get(backend.name);
+      if (previous) record(backend, previous, (await between(backend, previous, 0)).stats);
+    }
+
+    const sections: string[] = [];
+    for (const backend of backends) {
+      const lines: string[][] = [];
+      for (const row of rows) {
+        const rs = results.get(`${backend.name}.${row.key}`) ?? [];
+        const rps = median(rs.map((r) => r.rps));
+        const ceiling = median(ceilings.get(row.key) ?? []);
+        const failed = rs.reduce((s, r) => s + r.failed, 0);
+        const prefix = `engine.${backend.name}.${row.key}`;
+        summary[`${prefix}.rps`] = rps;
+        summary[`${prefix}.ceiling`] = ceiling;
+        summary[`${prefix}.ratio`] = rps / ceiling;
+        summary[`${prefix}.failed`] = failed;
+        lines.push([
+          row.delayMs ? `${row.delayMs} ms` : 'instant',
+          `${row.concurrency}${row.concurrency === DEFAULT_CONCURRENCY ? ' (default)' : ''}`,
+          row.orgConcurrency ? String(row.orgConcurrency) : '2 (default)',
+          String(row.runs),
+          fmt(rps),
+          fmt(ceiling),
+          `${fmt(rps / ceiling, 2)}×`,
+          String(failed),
+        ]);
+      }
+      const ms = memory.get(backend.name) ?? [];
+      const idle = median(ms.map((m) => m.idleRss)) / MB;
+      const inFlight = median(ms.map((m) => m.inFlightRss)) / MB;
+      const peak = median(ms.map((m) => m.peakRss)) / MB;
+      summary[`engine.${backend.name}.memory.idleMB`] = idle;
+      summary[`engine.${backend.name}.memory.inFlightMB`] = inFlight;
+      summary[`engine.${backend.name}.memory.peakMB`] = peak;
+      summary[`engine.${backend.name}.memory.maxModelInFlight`] = median(ms.map((m) => m.maxModelInFlight));
+      // Quick runs stop the memory worker early on purpose: completion is checked by full runs.
+      const memoryFailed = ms.some((m) => Number.isNaN(m.failed))
+        ? Number.NaN
+        : ms.reduce((s, m) => s + m.failed, 0);
+      summary[`engine.${backend.name}.memory.failed`] = memoryFailed;
+      sections.push(
+        [
+          `#### ${backend.name === 'pglite' ? 'PGlite (data directory on disk)' : 'PostgreSQL'}`,
+          '',
+          table(
+            [
+              'model',
+              'SVC_WORKER_CONCURRENCY',
+              'SVC_ORG_CONCURRENCY',
+              'runs',
+              'service runs/s',
+              'HTTP-only calls/s (ceiling)',
+              'service / ceiling',
+              'runs not completed',
+            ],
+            lines,
+          ),
+          '',
+          table(
+            [
+              `worker RSS, idle (concurrency ${IN_FLIGHT}; full runs only)`,
+              `RSS with ${IN_FLIGHT} model calls in flight (max of samples)`,
+              'max RSS sampled',
+              'peak RSS (VmHWM, whole life)',
+              'most model calls in flight at once',
+              `s from listening until ${IN_FLIGHT} in flight (claiming starts before)`,
+              'runs not completed',
+            ],
+            [
+              [
+                mb(idle),
+                mb(inFlight),
+                mb(median(ms.map((m) => m.maxRss)) / MB),
+                mb(peak),
+                fmt(median(ms.map((m) => m.maxModelInFlight))),
+                fmt(median(ms.map((m) => m.secondsToInFlight))),
+                Number.isNaN(memoryFailed) ? 'not checked (stopped early)' : String(memoryFailed),
+              ],
+            ],
+          ),
+        ].join('\n'),
+      );
+    }
+    const markdown = [
+      '## Run engine',
+      '',
+      `A worker process (\`node src/main.ts\`, \`SVC_ROLE=worker\`, default log level) drains a backlog of pending on-demand runs (inserted in SQL as run-now inserts them, with their ledger rows, one per task, spread evenly over ${ORGANIZATIONS} paid organizations; one weekly task per organization is created through the API and copied in SQL) against a Chat Completions stand-in in a process of its own (streamed answers, instant or after 100 ms). Runs/s is completed runs divided by the span from the first run's \`started_at\` to the last run's \`completed_at\` (database clock), so the worker's start-up is not counted. The ceiling is the same number of plain streamed calls to the same model server at the same concurrency, from the bench process with \`fetch\`. ${rounds} round(s), medians; "runs not completed" is a total over the rounds and must be 0.`,
+      '',
+      `Memory: one worker process with ${IN_FLIGHT} runs in flight at once against a model server that answers in ${MEMORY_MODEL_DELAY_MS / 1000} s (${IN_FLIGHT} tasks over ${ORGANIZATIONS} organizations, \`SVC_ORG_CONCURRENCY=256\`). \`SVC_WORKER_CONCURRENCY\` accepts at most 256, so this worker is started by \`node bench/engine.ts worker-child\`, which is \`src/main.ts\` with \`config.worker.concurrency = ${IN_FLIGHT}\` set after \`loadConfig\`. RSS is read from /proc/<pid>/status (VmRSS, and VmHWM for the peak) every 100 ms, with the model server's count of calls in flight, ${options.quick ? 'until 1 s after all the calls were in flight; then the worker is stopped (`SVC_SHUTDOWN_GRACE_SECONDS=0`: the runs are released) and its runs deleted, so quick runs do not wait for PGlite to record 1,000 results' : 'until all runs have finished'}. ${memoryRounds} round(s), medians.`,
+      '',
+      ...sections.flatMap((s) => [s, '']),
+    ].join('\n');
+    return { markdown, summary };
+  } finally {
+    for (const m of models.values()) await m.stop();
+    for (const b of backends) await b.cleanup().catch(() => undefined);
+  }
+}
+
+async function workerChild(): Promise<void> {
+  const config = loadConfig(process.env);
+  const concurrency = Number(process.env.BENCH_WORKER_CONCURRENCY);
+  if (Number.isInteger(concurrency) && concurrency > 0) config.worker.concurrency = concurrency;
+  await runServer(config);
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === SELF && process.argv[2] === 'worker-child') {
+  await workerChild();
+}

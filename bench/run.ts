@@ -1,0 +1,464 @@
+// `npm run bench`: measures the API, the scheduler and the run engine against baselines measured
+// in the same run, on PGlite and (when reachable) PostgreSQL, and writes docs/benchmarks.md.
+//
+//   node bench/run.ts             full: 3 rounds per measurement
+//   node bench/run.ts --quick     1 round, shorter loads
+//   node bench/run.ts --only=api,engine,scheduler   some parts only (the report says so)
+//   node bench/run.ts --profile [--only=…]  service children under --cpu-prof; prints where
+//                                 their CPU time went and writes no report (numbers are skewed)
+//
+// PostgreSQL: BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres. Every part
+// creates its own fresh database there and drops it afterwards.
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import os from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { benchApi, type PartOptions, type PartResult } from './api.ts';
+import { fmt, progress, table } from './baselines.ts';
+import { benchEngine } from './engine.ts';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const REPORT = join(ROOT, 'docs', 'benchmarks.md');
+const DEFAULT_POSTGRES = 'postgres://postgres@127.0.0.1:5432/postgres';
+const PARTS = ['api', 'scheduler', 'engine'] as const;
+type Part = (typeof PARTS)[number];
+
+interface SchedulerModule {
+  benchScheduler?: (options: { quick: boolean; postgresUrl: string | undefined }) => Promise<PartResult>;
+}
+
+function args() {
+  const argv = process.argv.slice(2);
+  const only = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
+  const parts = only
+    ? (only.split(',').filter((p) => (PARTS as readonly string[]).includes(p)) as Part[])
+    : [...PARTS];
+  return {
+    quick: argv.includes('--quick'),
+    profile: argv.includes('--profile'),
+    parts,
+    partial: Boolean(only),
+  };
+}
+
+async function postgresVersion(url: string): Promise<string | undefined> {
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
+  try {
+    await c.connect();
+    const { rows } = await c.query<{ server_version: string }>('SHOW server_version');
+    return rows[0]?.server_version;
+  } catch {
+    return undefined;
+  } finally {
+    await c.end().catch(() => undefined);
+  }
+}
+
+/** The PostgreSQL version inside PGlite (an in-memory instance, when no part reported it). */
+async function pglitePostgresVersion(): Promise<string> {
+  const { PGlite } = await import('@electric-sql/pglite');
+  const db = await PGlite.create();
+  const { rows } = await db.query<{ v: string }>("SELECT current_setting('server_version') AS v");
+  await db.close();
+  return rows[0]?.v ?? 'unknown';
+}
+
+function packageVersion(name: string): string {
+  try {
+    return (
+      JSON.parse(readFileSync(join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as {
+        version: string;
+      }
+    ).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+function git(...a: string[]): string {
+  try {
+    return execFileSync('git', a, {
+      cwd: ROOT,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
+  } catch {
+    return '';
+  }
+}
+
+function machine() {
+  let osName = `${os.type()} ${os.release()}`;
+  try {
+    const pretty = /^PRETTY_NAME="?([^"\n]*)"?$/m.exec(readFileSync('/etc/os-release', 'utf8'))?.[1];
+    if (pretty) osName = `${pretty} (${os.type()} ${os.release()}, ${os.arch()})`;
+  } catch {
+    // not Linux
+  }
+  return {
+    cpu: os.cpus()[0]?.model ?? 'unknown',
+    cores: os.availableParallelism(),
+    memoryGiB: os.totalmem() / 1024 ** 3,
+    os: osName,
+  };
+}
+
+const loadavg = () =>
+  os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' / ');
+
+// ---------------------------------------------------------------------------------------------
+// Targets
+// ---------------------------------------------------------------------------------------------
+
+interface TargetRow {
+  target: string;
+  backend: string;
+  result: string;
+  goal: string;
+  status: string;
+}
+
+function targetRows(summary: Record<string, number>, backends: string[]): TargetRow[] {
+  const rows: TargetRow[] = [];
+  const x = (n: number | undefined) => `${fmt(n, 2)}×`;
+  const status = (ok: boolean | undefined) => (ok === undefined ? 'not measured' : ok ? 'met' : 'MISSED');
+  for (const b of backends) {
+    const s = (key: string) => summary[key];
+    const pkRps = s(`api.${b}.pk.rps`);
+    const pkP99 = s(`api.${b}.pk.p99`);
+    const read = (key: string, label: string) => {
+      const ratio = s(`api.${b}.${key}.rpsRatio`);
+      rows.push({
+        target: `API read ${label} req/s vs bare primary-key SELECT`,
+        backend: b,
+        result:
+          ratio === undefined
+            ? 'n/a'
+            : `${x(ratio)} (${fmt(s(`api.${b}.${key}.rps`))} vs ${fmt(pkRps)} req/s)`,
+        goal: '≥ 0.6×',
+        status: status(ratio === undefined ? undefined : ratio >= 0.6),
+      });
+    };
+    read('get', '`GET /tasks/{id}`');
+    read('list', '`GET /tasks?organizationId` (20 tasks)');
+    const write = s(`api.${b}.create.rpsRatio`);
+    rows.push({
+      target: 'API write `POST /tasks` req/s vs bare primary-key SELECT',
+      backend: b,
+      result:
+        write === undefined ? 'n/a' : `${x(write)} (${fmt(s(`api.${b}.create.rps`))} vs ${fmt(pkRps)} req/s)`,
+      goal: '≥ 0.5×',
+      status: status(write === undefined ? undefined : write >= 0.5),
+    });
+    for (const [key, label] of [
+      ['get', '`GET /tasks/{id}`'],
+      ['list', '`GET /tasks`'],
+      ['create', '`POST /tasks`'],
+    ] as const) {
+      const ratio = s(`api.${b}.${key}.p99Ratio`);
+      rows.push({
+        target: `API p99 ${label} vs baseline p99`,
+        backend: b,
+        result:
+          ratio === undefined ? 'n/a' : `${x(ratio)} (${fmt(s(`api.${b}.${key}.p99`))} vs ${fmt(pkP99)} ms)`,
+        goal: '≤ 2×',
+        status: status(ratio === undefined ? undefined : ratio <= 2),
+      });
+    }
+    const non2xx = ['get', 'list', 'create'].reduce(
+      (sum, k) => sum + (s(`api.${b}.${k}.non2xx`) ?? 0) + (s(`api.${b}.${k}.errors`) ?? 0),
+      0,
+    );
+    if (s(`api.${b}.get.rps`) !== undefined) {
+      rows.push({
+        target: 'API non-2xx responses and errors under load',
+        backend: b,
+        result: String(non2xx),
+        goal: '0',
+        status: status(non2xx === 0),
+      });
+    }
+    const engine = s(`engine.${b}.100ms-c4.ratio`);
+    rows.push({
+      target: 'Run engine, 100 ms model, default concurrency (4): runs/s vs HTTP-only ceiling',
+      backend: b,
+      result:
+        engine === undefined
+          ? 'n/a'
+          : `${x(engine)} (${fmt(s(`engine.${b}.100ms-c4.rps`))} vs ${fmt(s(`engine.${b}.100ms-c4.ceiling`))}/s)`,
+      goal: b === 'postgres' ? '≥ 0.85×' : '≥ 0.85× (set for PostgreSQL; for information)',
+      status:
+        engine === undefined
+          ? 'not measured'
+          : b === 'postgres'
+            ? status(engine >= 0.85)
+            : engine >= 0.85
+              ? 'met'
+              : 'below',
+    });
+    const rss = s(`engine.${b}.memory.inFlightMB`);
+    rows.push({
+      target: 'Worker RSS with 1,000 runs in flight',
+      backend: b,
+      result:
+        rss === undefined
+          ? 'n/a'
+          : `${fmt(rss)} MB (peak over its life ${fmt(s(`engine.${b}.memory.peakMB`))} MB${
+              Number.isFinite(s(`engine.${b}.memory.idleMB`))
+                ? `, idle ${fmt(s(`engine.${b}.memory.idleMB`))} MB`
+                : ''
+            })`,
+      goal: '< 500 MB',
+      status: status(rss === undefined ? undefined : rss < 500),
+    });
+    const notCompleted = ['instant-c4', '100ms-c4', '100ms-c32', 'memory'].reduce(
+      // NaN: the memory worker of a quick run is stopped early on purpose (not checked).
+      (sum, k) =>
+        sum + (Number.isFinite(s(`engine.${b}.${k}.failed`)) ? (s(`engine.${b}.${k}.failed`) ?? 0) : 0),
+      0,
+    );
+    if (s(`engine.${b}.100ms-c4.rps`) !== undefined) {
+      rows.push({
+        target: 'Run engine: runs not completed',
+        backend: b,
+        result: String(notCompleted),
+        goal: '0',
+        status: status(notCompleted === 0),
+      });
+    }
+  }
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU profiles (--profile)
+// ---------------------------------------------------------------------------------------------
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+
+interface CpuProfile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** Where a frame's code lives: a package, a directory of src/, Node itself, or V8. */
+function category(url: string, functionName: string): string {
+  if (!url) return functionName.startsWith('(') ? functionName : '(native)';
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1];
+  if (pkg) return pkg;
+  const src = /\/src\/(.*)$/.exec(url)?.[1];
+  if (src) return `src/${src.includes('/') ? src.slice(0, src.lastIndexOf('/')) : src}`;
+  if (url.startsWith('node:')) return `node:${url.slice(5).split('/')[0]}`;
+  return url.split('/').slice(-2).join('/');
+}
+
+/** Self time by function and by category, and inclusive time by category, as text. */
+function summarizeProfile(file: string): string {
+  const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const self = new Map<string, number>();
+  const selfCat = new Map<string, number>();
+  const inclusiveCat = new Map<string, number>();
+  let total = 0;
+  let idle = 0;
+  profile.samples.forEach((id, i) => {
+    const dt = profile.timeDeltas[i] ?? 0;
+    const node = byId.get(id);
+    if (!node) return;
+    const { functionName, url, lineNumber } = node.callFrame;
+    if (functionName === '(idle)') {
+      idle += dt;
+      return;
+    }
+    total += dt;
+    const fn = `${functionName || '(anonymous)'} ${url.replace(/^.*\/(node_modules|src)\//, '$1/')}:${lineNumber + 1}`;
+    self.set(fn, (self.get(fn) ?? 0) + dt);
+    const cat = category(url, functionName);
+    selfCat.set(cat, (selfCat.get(cat) ?? 0) + dt);
+    const seen = new Set<string>();
+    for (let n: ProfileNode | undefined = node; n; n = byId.get(parent.get(n.id) ?? -1)) {
+      seen.add(category(n.callFrame.url, n.callFrame.functionName));
+    }
+    for (const c of seen) inclusiveCat.set(c, (inclusiveCat.get(c) ?? 0) + dt);
+  });
+  const top = (m: Map<string, number>, n: number) =>
+    [...m]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, n)
+      .map(([k, v]) => `    ${((100 * v) / total).toFixed(1).padStart(5)}%  ${k}`)
+      .join('\n');
+  return [
+    `${file}: busy ${(total / 1e6).toFixed(1)} s, idle ${(idle / 1e6).toFixed(1)} s`,
+    '  self time by function:',
+    top(self, 25),
+    '  self time by where the code lives:',
+    top(selfCat, 15),
+    '  inclusive time by where the code lives (a sample counts once per category on its stack):',
+    top(inclusiveCat, 20),
+  ].join('\n');
+}
+
+function profileFiles(dir: string): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) out.push(...profileFiles(path));
+    else if (name.endsWith('.cpuprofile')) out.push(path);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+// ---------------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const { quick, profile, parts, partial } = args();
+  const startedAt = new Date();
+  const loadBefore = loadavg();
+  const baseUrl = process.env.BENCH_DATABASE_URL || DEFAULT_POSTGRES;
+  const pgVersion = await postgresVersion(baseUrl);
+  const postgresUrl = pgVersion ? baseUrl : undefined;
+  const redacted = baseUrl.replace(/\/\/[^@/]*@/, '//…@');
+  progress(
+    `${quick ? 'quick' : 'full'} run; PostgreSQL ${pgVersion ? `${pgVersion} at ${redacted}` : `not reachable at ${redacted}: PGlite only`}; load average ${loadBefore}`,
+  );
+  const profileDir = profile ? await mkdtemp(join(os.tmpdir(), 'svc-bench-profiles-')) : undefined;
+  const options: PartOptions = { quick, postgresUrl, profileDir };
+
+  const sections: string[] = [];
+  const notes: string[] = [];
+  const summary: Record<string, number> = {};
+  const info: Record<string, string> = {};
+  const timings: string[] = [];
+  for (const part of parts) {
+    const t0 = Date.now();
+    progress(`part ${part}`);
+    try {
+      let result: PartResult | undefined;
+      if (part === 'api') result = await benchApi(options);
+      else if (part === 'engine') result = await benchEngine(options);
+      else {
+        const file = fileURLToPath(new URL('./scheduler.ts', import.meta.url));
+        if (!existsSync(file)) {
+          notes.push('The scheduler part (`bench/scheduler.ts`) does not exist yet; it was skipped.');
+        } else {
+          const mod = (await import(new URL('./scheduler.ts', import.meta.url).href)) as SchedulerModule;
+          if (typeof mod.benchScheduler !== 'function') {
+            notes.push(
+              '`bench/scheduler.ts` does not export `benchScheduler`; the scheduler part was skipped.',
+            );
+          } else {
+            result = await mod.benchScheduler({ quick, postgresUrl });
+          }
+        }
+      }
+      if (result) {
+        sections.push(result.markdown.trim());
+        Object.assign(summary, result.summary);
+        Object.assign(info, result.info);
+      }
+    } catch (err) {
+      const message = err instanceof Error ? (err.stack ?? err.message) : String(err);
+      progress(`part ${part} failed: ${message}`);
+      notes.push(
+        `The ${part} part failed: \`${(err instanceof Error ? err.message : String(err)).split('\n')[0]}\``,
+      );
+      process.exitCode = 1;
+    }
+    timings.push(`${part} ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  }
+  const seconds = (Date.now() - startedAt.getTime()) / 1000;
+  progress(`done in ${seconds.toFixed(0)} s (${timings.join(', ')})`);
+
+  if (profileDir) {
+    for (const file of profileFiles(profileDir)) process.stdout.write(`\n${summarizeProfile(file)}\n`);
+    process.stdout.write(`\nProfiles kept in ${profileDir}\n`);
+    return;
+  }
+
+  const backends = postgresUrl ? ['pglite', 'postgres'] : ['pglite'];
+  const pgliteInner = info['pglite.serverVersion'] ?? (await pglitePostgresVersion());
+  const m = machine();
+  const commit = git('rev-parse', '--short', 'HEAD');
+  const dirty = git('status', '--porcelain').length > 0;
+  if (!postgresUrl) {
+    notes.push(`PostgreSQL was not reachable at \`${redacted}\`: only PGlite was measured.`);
+  }
+  if (partial) notes.push(`Only these parts were run: ${parts.join(', ')}.`);
+  const report = [
+    '# Benchmarks',
+    '',
+    `Written by \`npm run bench${quick ? ' -- --quick' : ''}\` (\`bench/run.ts\`) on ${startedAt.toISOString()} in ${seconds.toFixed(0)} s (${timings.join(', ')}). Mode: **${quick ? 'quick' : 'full'}** (${quick ? '1 round per measurement, short loads' : '3 rounds per measurement'}). All numbers are medians over the rounds; every comparison is with a baseline measured in the same run, on the same machine, in the same way.`,
+    '',
+    '## Machine and versions',
+    '',
+    table(
+      ['', ''],
+      [
+        ['CPU', `${m.cpu}, ${m.cores} cores available`],
+        ['Memory', `${fmt(m.memoryGiB)} GiB`],
+        ['OS', m.os],
+        ['Load average (1/5/15 min) before / after', `${loadBefore} — ${loadavg()}`],
+        ['Node', process.version],
+        ['PostgreSQL server', pgVersion ? `${pgVersion} (${redacted})` : 'not reachable'],
+        [
+          'PGlite',
+          `${packageVersion('@electric-sql/pglite')} (PostgreSQL ${pgliteInner} compiled to WebAssembly)`,
+        ],
+        [
+          'fastify / pg / autocannon',
+          `${packageVersion('fastify')} / ${packageVersion('pg')} / ${packageVersion('autocannon')}`,
+        ],
+        ['Commit', commit ? `${commit}${dirty ? ' (with uncommitted changes)' : ''}` : 'unknown'],
+      ],
+    ),
+    '',
+    '## How to rerun',
+    '',
+    '```sh',
+    'npm run bench              # full: 3 rounds per measurement',
+    'npm run bench -- --quick   # 1 round, shorter loads',
+    'npm run bench -- --only=api,engine          # some parts only',
+    'npm run bench -- --profile --only=engine    # service processes under --cpu-prof; prints where the time went, writes no report',
+    '```',
+    '',
+    `PostgreSQL is taken from \`BENCH_DATABASE_URL\` (default \`${DEFAULT_POSTGRES}\`); each part creates a fresh database there and drops it afterwards. Without a reachable server only PGlite is measured and this page says so.`,
+    '',
+    '## Method',
+    '',
+    '- Every server measured runs in a child process of its own: the service as `node src/main.ts` (what `npm start` runs) with its role set by `SVC_ROLE`, the baselines as `node bench/baselines.ts …`, the model stand-in likewise. The load generators (autocannon, `fetch`) run in the bench process, so client and server never share an event loop.',
+    `- This machine has ${m.cores} cores, shared by the load generator, the server under test and, on PostgreSQL, the database server. Absolute numbers are therefore modest; the targets are ratios to baselines that face the same constraint in the same run. A busy machine (see the load average above) lowers every number and widens the spread between rounds.`,
+    "- Each part starts a fresh service per backend. PGlite uses a data directory on disk (the service's default, `./data`, is one), created in the temp directory.",
+    '',
+    '## Targets',
+    '',
+    table(
+      ['target', 'backend', 'result', 'goal', 'status'],
+      targetRows(summary, backends).map((r) => [r.target, r.backend, r.result, r.goal, r.status]),
+    ),
+    '',
+    ...(notes.length ? ['## Notes', '', ...notes.map((n) => `- ${n}`), ''] : []),
+    ...sections.flatMap((s) => [s, '']),
+  ].join('\n');
+  writeFileSync(REPORT, report);
+  progress(`wrote ${REPORT}`);
+}
+
+await main();
+// Children are stopped by now; anything still holding the event loop (a pool's idle timer) must
+// not keep the bench alive.
+process.exit();
