@@ -1,13 +1,13 @@
 // Shared pieces of the scheduler benchmark: throw-away PostgreSQL databases, child processes
 // (the real entry point and the instant model server), organizations, small statistics.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Db } from '../src/db/db.ts';
 import { createOrganization } from '../src/domain/organizations.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { SecretBox } from '../src/lib/secret-box.ts';
+import { createDatabase as createPostgresDatabase } from './baselines.ts';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const MODEL_SERVER = fileURLToPath(new URL('./scheduler-model-server.ts', import.meta.url));
@@ -26,36 +26,11 @@ export async function postgresReachable(url: string): Promise<string | undefined
   }
 }
 
-export interface BenchDatabase {
-  url: string;
-  drop(): Promise<void>;
-}
+export type BenchDatabase = Awaited<ReturnType<typeof createPostgresDatabase>>;
 
 /** A new, empty database on the server of `baseUrl`; `drop()` removes it (connections forced off). */
-export async function createDatabase(baseUrl: string): Promise<BenchDatabase> {
-  const name = `svc_bench_sched_${process.pid}_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: baseUrl });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await admin.end();
-  }
-  const u = new URL(baseUrl);
-  u.pathname = `/${name}`;
-  return {
-    url: u.toString(),
-    async drop() {
-      const c = new pg.Client({ connectionString: baseUrl });
-      await c.connect();
-      try {
-        await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      } finally {
-        await c.end();
-      }
-    },
-  };
-}
+export const createDatabase = (baseUrl: string): Promise<BenchDatabase> =>
+  createPostgresDatabase(baseUrl, 'svc_bench_sched');
 
 /** `count` organizations on the paid plan (no runsLimit), created as the admin API creates them. */
 export async function createOrganizations(db: Db, secretKey: Buffer, count: number): Promise<string[]> {

@@ -4,7 +4,7 @@
 // not-found and confirmation pages, and the runs table.
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
-import type { FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { TSchema } from 'typebox';
 import type { Viewer } from '../domain/users.ts';
 import { toAppError } from '../http/plugins/errors.ts';
@@ -12,6 +12,7 @@ import { AppError, type ErrorDetail } from '../lib/errors.ts';
 import { isValidTimezone } from '../scheduler/slots.ts';
 import type { Run } from '../schemas/run.ts';
 import type { Task } from '../schemas/task.ts';
+import { viewerOrRedirect } from './auth.ts';
 import { type Html, html, raw } from './html.ts';
 import { badge, csrfField, page } from './layout.ts';
 
@@ -75,6 +76,54 @@ export function confirmPage(
   <a class="button secondary" href="${o.cancel}">Cancel</a>
 </form>`,
   );
+}
+
+/**
+ * The two routes that delete a resource: `GET <section>/:id/delete` asks (a page with a form, so
+ * no script is needed) and `POST <section>/:id/delete` deletes and goes back to the list. An id
+ * that is not a uuid or not the organization's is not found, like an unknown one.
+ */
+export function deleteRoutes<T extends { id?: string; name: string }>(
+  scope: FastifyInstance,
+  o: {
+    section: string;
+    /** The resource's name in the button, e.g. `skill`. */
+    noun: string;
+    load(viewer: Viewer, id: string): Promise<T | undefined>;
+    remove(viewer: Viewer, id: string): Promise<unknown>;
+    /** What deleting it does, shown on the confirmation page. */
+    consequence(item: T): Html;
+    missing(reply: FastifyReply, viewer: Viewer): FastifyReply;
+  },
+): void {
+  type IdParams = { Params: { id: string } };
+  scope.get<IdParams>(`${o.section}/:id/delete`, async (request, reply) => {
+    const viewer = viewerOrRedirect(request, reply);
+    if (!viewer) return reply;
+    const item = await o.load(viewer, request.params.id);
+    if (!item) return o.missing(reply, viewer);
+    return sendHtml(
+      reply,
+      200,
+      confirmPage(viewer, {
+        section: o.section,
+        title: `Delete ${item.name}?`,
+        question: html`${o.consequence(item)} This cannot be undone.`,
+        action: `${o.section}/${item.id}/delete`,
+        cancel: `${o.section}/${item.id}`,
+        button: `Delete ${o.noun}`,
+      }),
+    );
+  });
+  scope.post<IdParams>(`${o.section}/:id/delete`, async (request, reply) => {
+    const viewer = viewerOrRedirect(request, reply);
+    if (!viewer) return reply;
+    const id = request.params.id;
+    if (!isUuid(id)) return o.missing(reply, viewer);
+    const deleted = await found(() => o.remove(viewer, id).then(() => true));
+    if (!deleted) return o.missing(reply, viewer);
+    return reply.redirect(`${o.section}?done=deleted`, 303);
+  });
 }
 
 // ajv-formats is CommonJS: under ESM its default import is the plugin function itself.

@@ -11,7 +11,7 @@ import { html } from '../html.ts';
 import { csrfField, page } from '../layout.ts';
 import { renderMarkdown } from '../markdown.ts';
 import {
-  confirmPage,
+  deleteRoutes,
   doneFlash,
   type Flash,
   found,
@@ -231,32 +231,13 @@ export function skillPages(scope: WebScope, deps: Deps): void {
     }
   });
 
-  scope.get<IdParams>(`${section}/:id/delete`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
-    const skill = await skillOf(viewer, request.params.id);
-    if (!skill) return missing(reply, viewer);
-    return sendHtml(
-      reply,
-      200,
-      confirmPage(viewer, {
-        section,
-        title: `Delete ${skill.name}?`,
-        question: html`The skill <strong>${skill.name}</strong> will be deleted and removed from every task that has it. This cannot be undone.`,
-        action: `${section}/${skill.id}/delete`,
-        cancel: `${section}/${skill.id}`,
-        button: 'Delete skill',
-      }),
-    );
-  });
-
-  scope.post<IdParams>(`${section}/:id/delete`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
-    const id = request.params.id;
-    if (!isUuid(id)) return missing(reply, viewer);
-    const deleted = await found(() => deleteSkill(deps, viewer.organizationId, id).then(() => true));
-    if (!deleted) return missing(reply, viewer);
-    return reply.redirect(`${section}?done=deleted`, 303);
+  deleteRoutes(scope, {
+    section,
+    noun: 'skill',
+    load: skillOf,
+    remove: (viewer, id) => deleteSkill(deps, viewer.organizationId, id),
+    consequence: (skill) =>
+      html`The skill <strong>${skill.name}</strong> will be deleted and removed from every task that has it.`,
+    missing,
   });
 }

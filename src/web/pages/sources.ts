@@ -30,7 +30,7 @@ import { type FormBody, field, fields, formOf, viewerOrRedirect } from '../auth.
 import { type Html, html, raw } from '../html.ts';
 import { badge, csrfField, page } from '../layout.ts';
 import {
-  confirmPage,
+  deleteRoutes,
   doneFlash,
   type Flash,
   found,
@@ -482,32 +482,13 @@ export function sourcePages(scope: WebScope, deps: Deps): void {
     return sendHtml(reply, 200, sourcePage(viewer, source, { test }));
   });
 
-  scope.get<IdParams>(`${section}/:id/delete`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
-    const source = await sourceOf(viewer, request.params.id);
-    if (!source) return missing(reply, viewer);
-    return sendHtml(
-      reply,
-      200,
-      confirmPage(viewer, {
-        section,
-        title: `Delete ${source.name}?`,
-        question: html`The source <strong>${source.name}</strong> and its stored secrets will be deleted, and it will be removed from every task that has it. This cannot be undone.`,
-        action: `${section}/${source.id}/delete`,
-        cancel: `${section}/${source.id}`,
-        button: 'Delete source',
-      }),
-    );
-  });
-
-  scope.post<IdParams>(`${section}/:id/delete`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
-    const id = request.params.id;
-    if (!isUuid(id)) return missing(reply, viewer);
-    const deleted = await found(() => deleteSource(deps, viewer.organizationId, id).then(() => true));
-    if (!deleted) return missing(reply, viewer);
-    return reply.redirect(`${section}?done=deleted`, 303);
+  deleteRoutes(scope, {
+    section,
+    noun: 'source',
+    load: sourceOf,
+    remove: (viewer, id) => deleteSource(deps, viewer.organizationId, id),
+    consequence: (source) =>
+      html`The source <strong>${source.name}</strong> and its stored secrets will be deleted, and it will be removed from every task that has it.`,
+    missing,
   });
 }

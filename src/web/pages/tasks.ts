@@ -22,7 +22,7 @@ import { type FormBody, field, fields, formOf, viewerOrRedirect } from '../auth.
 import { type Html, html, raw } from '../html.ts';
 import { badge, csrfField, page } from '../layout.ts';
 import {
-  confirmPage,
+  deleteRoutes,
   doneFlash,
   type Flash,
   found,
@@ -565,32 +565,13 @@ export function taskPages(scope: WebScope, deps: Deps): void {
     }
   });
 
-  scope.get<IdParams>(`${section}/:id/delete`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
-    const task = await taskOf(viewer, request.params.id);
-    if (!task) return missing(reply, viewer);
-    return sendHtml(
-      reply,
-      200,
-      confirmPage(viewer, {
-        section,
-        title: `Delete ${task.name}?`,
-        question: html`The task <strong>${task.name}</strong>, its destinations and all its runs will be deleted. Usage it produced stays counted. This cannot be undone.`,
-        action: `${section}/${task.id}/delete`,
-        cancel: `${section}/${task.id}`,
-        button: 'Delete task',
-      }),
-    );
-  });
-
-  scope.post<IdParams>(`${section}/:id/delete`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
-    const id = request.params.id;
-    if (!isUuid(id)) return missing(reply, viewer);
-    const deleted = await found(() => deleteTaskOf(deps, viewer.organizationId, id).then(() => true));
-    if (!deleted) return missing(reply, viewer);
-    return reply.redirect(`${section}?done=deleted`, 303);
+  deleteRoutes(scope, {
+    section,
+    noun: 'task',
+    load: taskOf,
+    remove: (viewer, id) => deleteTaskOf(deps, viewer.organizationId, id),
+    consequence: (task) =>
+      html`The task <strong>${task.name}</strong>, its destinations and all its runs will be deleted. Usage it produced stays counted.`,
+    missing,
   });
 }
