@@ -12,6 +12,7 @@ import { DeliveryDispatcher } from './delivery/dispatcher.ts';
 import type { Deps } from './domain/deps.ts';
 import { loadModelCatalog, type ModelCatalog } from './domain/models.ts';
 import { createDemoOrganizationIfEmpty, openWebhookSecret } from './domain/organizations.ts';
+import { PrincipalCache } from './domain/principal-cache.ts';
 import { windowStart } from './domain/rate-limit.ts';
 import { resolveSecretKey, verifySecretKey } from './domain/secret-key.ts';
 import { buildApp } from './http/app.ts';
@@ -89,6 +90,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     worker?: RunWorker | undefined;
     dispatcher?: DeliveryDispatcher | undefined;
     usageReporter?: UsageReporter | undefined;
+    unlistenPrincipals?: (() => Promise<void>) | undefined;
   } = {};
   try {
     const applied = await migrate(db);
@@ -104,6 +106,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       metrics: createMetrics(),
       models,
       stripe: createStripeClient(config.stripe),
+      principals: new PrincipalCache(db),
     };
 
     const created = config.createDemoOrg ? await createDemoOrganizationIfEmpty(deps) : undefined;
@@ -135,10 +138,12 @@ export async function startService(config: Config, options: StartOptions = {}): 
       await dispatcher?.start();
       await usageReporter?.start();
     }
-    loops = { scheduler, worker, dispatcher, usageReporter };
+    loops = { ...loops, scheduler, worker, dispatcher, usageReporter };
     let url: string | undefined;
     // Every process serves HTTP: the api role the whole surface, the others /healthz, /readyz
     // and /metrics only.
+    // Revocations and plan changes made by other processes empty this process's key cache.
+    if (config.roles.has('api')) loops.unlistenPrincipals = await deps.principals.listen();
     app = await buildApp(deps, config.roles.has('api') ? 'full' : 'operations');
     if (options.listen !== false) url = await app.listen({ host: config.host, port: config.port });
     else await app.ready();
@@ -168,6 +173,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
           dispatcher?.stop(config.shutdownGraceMs),
           usageReporter?.stop(),
         ]);
+        await loops.unlistenPrincipals?.();
         await db.close();
       })();
       return stopping;
@@ -179,6 +185,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     await loops.worker?.stop(0).catch(() => undefined);
     await loops.dispatcher?.stop(0).catch(() => undefined);
     await loops.usageReporter?.stop().catch(() => undefined);
+    await loops.unlistenPrincipals?.().catch(() => undefined);
     await app?.close().catch(() => undefined);
     await db.close().catch(() => undefined);
     throw err;

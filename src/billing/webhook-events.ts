@@ -86,13 +86,15 @@ async function applyEvent(tx: Queryable, event: Stripe.Event): Promise<WebhookOu
 
 /** Applies a verified event once; a redelivered event is a no-op. One transaction. */
 export async function handleStripeEvent(
-  deps: Pick<Deps, 'db' | 'clock' | 'log'>,
+  deps: Pick<Deps, 'db' | 'clock' | 'log' | 'principals'>,
   event: Stripe.Event,
 ): Promise<WebhookOutcome> {
   const outcome = await deps.db.transaction(async (tx) => {
     if (!(await recordBillingEvent(tx, event.id, event.type, deps.clock.now()))) return 'duplicate' as const;
     return applyEvent(tx, event);
   });
+  // A plan change changes rate limits: every api process forgets what it cached.
+  if (outcome === 'applied') await deps.principals.changed();
   deps.log.info({ eventId: event.id, type: event.type, outcome }, 'stripe event');
   return outcome;
 }

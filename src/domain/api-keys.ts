@@ -1,16 +1,8 @@
 import type { Queryable } from '../db/db.ts';
-import {
-  type ApiKeyRow,
-  authenticateAndCount,
-  insertApiKey,
-  listApiKeys,
-  revokeApiKey,
-} from '../db/sql/api-keys.ts';
+import { type ApiKeyRow, insertApiKey, listApiKeys, revokeApiKey } from '../db/sql/api-keys.ts';
 import { newId } from '../lib/ids.ts';
-import { displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey } from './api-key-format.ts';
+import { displayPrefix, generateApiKey, hashApiKey } from './api-key-format.ts';
 import type { Deps } from './deps.ts';
-import { effectiveLimits, type Plan, type PlanLimits, UNAUTHENTICATED_RATE_LIMIT } from './plans.ts';
-import { type RateState, rateState, windowStart } from './rate-limit.ts';
 
 export interface ApiKeyView {
   id: string;
@@ -70,64 +62,12 @@ export async function listOrganizationKeys(
   return (await listApiKeys(deps.db, organizationId)).map(apiKeyView);
 }
 
+/** Revokes a key; every api process refuses it from its next request on. */
 export async function revokeKey(
-  deps: Pick<Deps, 'db' | 'clock'>,
+  deps: Pick<Deps, 'db' | 'clock' | 'principals'>,
   keyId: string,
 ): Promise<ApiKeyView | undefined> {
   const row = await revokeApiKey(deps.db, keyId, deps.clock.now());
+  if (row) await deps.principals.changed();
   return row && apiKeyView(row);
-}
-
-export interface Principal {
-  organizationId: string;
-  keyId: string;
-  plan: Plan;
-  limits: PlanLimits;
-}
-
-export type AuthFailure = 'missing' | 'malformed' | 'unknown' | 'revoked' | 'expired';
-
-export type AuthOutcome =
-  | { ok: true; principal: Principal; rate: RateState }
-  | { ok: false; reason: AuthFailure; rate: RateState };
-
-/**
- * Authenticates an `Authorization` header value and counts the request against the right
- * rate-limit window: the organization's when the key is usable, the client address's
- * otherwise. Malformed keys cost no key lookup.
- */
-export async function authenticate(
-  deps: Pick<Deps, 'db' | 'clock'>,
-  authorization: string | undefined,
-  clientAddress: string,
-): Promise<AuthOutcome> {
-  const now = deps.clock.now();
-  const token = bearerToken(authorization);
-  const wellFormed = token !== undefined && isWellFormedApiKey(token);
-  const row = await authenticateAndCount(deps.db, {
-    keyHash: wellFormed ? hashApiKey(token) : null,
-    addressBucket: `addr:${clientAddress}`,
-    windowStart: windowStart(now),
-    now,
-  });
-  const anonymousRate = () => rateState(now, UNAUTHENTICATED_RATE_LIMIT, row.hits);
-  if (token === undefined) return { ok: false, reason: 'missing', rate: anonymousRate() };
-  if (!wellFormed) return { ok: false, reason: 'malformed', rate: anonymousRate() };
-  if (!row.key_id || !row.organization_id || !row.plan)
-    return { ok: false, reason: 'unknown', rate: anonymousRate() };
-  if (row.revoked_at) return { ok: false, reason: 'revoked', rate: anonymousRate() };
-  if (row.expires_at && row.expires_at <= now) return { ok: false, reason: 'expired', rate: anonymousRate() };
-  const limits = effectiveLimits(row.plan, row.limit_overrides ?? {});
-  return {
-    ok: true,
-    principal: { organizationId: row.organization_id, keyId: row.key_id, plan: row.plan, limits },
-    rate: rateState(now, limits.rateLimitPerMinute, row.hits),
-  };
-}
-
-/** The token of a `Bearer` authorization header (scheme case-insensitive), else undefined. */
-function bearerToken(header: string | undefined): string | undefined {
-  if (!header) return undefined;
-  const m = /^Bearer[ ]+(\S+)[ ]*$/i.exec(header);
-  return m?.[1];
 }

@@ -6,6 +6,7 @@ import type { Logger } from '../lib/logger.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import type { ModelCatalog } from './models.ts';
+import type { PrincipalCache } from './principal-cache.ts';
 
 /** What domain services need from the outside world; built once at boot and passed down. */
 export interface Deps {
@@ -19,4 +20,6 @@ export interface Deps {
   models: ModelCatalog;
   /** The Stripe client; undefined when STRIPE_SECRET_KEY is not set. */
   stripe: StripeClient | undefined;
+  /** API keys and their organizations' limits, cached per process (see PrincipalCache). */
+  principals: PrincipalCache;
 }

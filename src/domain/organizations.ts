@@ -137,11 +137,11 @@ export interface OrganizationPatch {
 }
 
 export async function patchOrganization(
-  deps: Pick<Deps, 'db' | 'clock'>,
+  deps: Pick<Deps, 'db' | 'clock' | 'principals'>,
   id: string,
   patch: OrganizationPatch,
 ): Promise<OrganizationView | undefined> {
-  return deps.db.transaction(async (tx) => {
+  const view = await deps.db.transaction(async (tx) => {
     const current = await findOrganization(tx, id);
     if (!current) return undefined;
     const overrides: LimitOverrides = { ...current.limit_overrides };
@@ -163,6 +163,9 @@ export async function patchOrganization(
     });
     return row && organizationView(row);
   });
+  // Plan and limits are cached with the keys: every api process forgets them.
+  if (view) await deps.principals.changed();
+  return view;
 }
 
 /** The organization's webhook signing secret, in clear, for signing deliveries. */

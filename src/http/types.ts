@@ -6,7 +6,7 @@ import type {
   RawRequestDefaultExpression,
   RawServerDefault,
 } from 'fastify';
-import type { Principal } from '../domain/api-keys.ts';
+import type { Principal } from '../domain/authenticator.ts';
 
 export type App = FastifyInstance<
   RawServerDefault,

@@ -66,50 +66,33 @@ export async function revokeApiKey(db: Queryable, id: string, now: Date): Promis
   return key;
 }
 
-export interface AuthLookupRow {
-  hits: number;
-  key_id: string | null;
-  organization_id: string | null;
+export interface KeyLookupRow {
+  key_id: string;
+  organization_id: string;
   revoked_at: Date | null;
   expires_at: Date | null;
-  plan: Plan | null;
-  limit_overrides: LimitOverrides | null;
+  last_used_at: Date | null;
+  plan: Plan;
+  limit_overrides: LimitOverrides;
 }
 
-/**
- * Authentication and rate counting in one round trip: looks the key up by hash, counts the
- * request in the organization's window when the key is usable (otherwise in the client
- * address's window), and refreshes `last_used_at` at most once a minute.
- * `keyHash` null (no or malformed key) only counts the address.
- */
-export async function authenticateAndCount(
-  db: Queryable,
-  args: { keyHash: string | null; addressBucket: string; windowStart: number; now: Date },
-): Promise<AuthLookupRow> {
-  const [row] = await db.query<AuthLookupRow>(
-    `WITH key AS (
-       SELECT k.id, k.organization_id, k.revoked_at, k.expires_at, o.plan, o.limit_overrides
+/** A key by its hash, with what authorizing a request needs of its organization. */
+export async function findKeyByHash(db: Queryable, keyHash: string): Promise<KeyLookupRow | null> {
+  const [row] = await db.query<KeyLookupRow>(
+    `SELECT k.id AS key_id, k.organization_id, k.revoked_at, k.expires_at, k.last_used_at,
+            o.plan, o.limit_overrides
        FROM api_keys k JOIN organizations o ON o.id = k.organization_id
-       WHERE k.key_hash = $1
-     ), usable AS (
-       SELECT id, organization_id FROM key
-       WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $4)
-     ), hit AS (
-       INSERT INTO rate_limit_counters (bucket, window_start, hits)
-       SELECT coalesce((SELECT 'org:' || organization_id FROM usable), $2), $3, 1
-       ON CONFLICT (bucket, window_start) DO UPDATE SET hits = rate_limit_counters.hits + 1
-       RETURNING hits
-     ), touched AS (
-       UPDATE api_keys SET last_used_at = $4
-       WHERE id = (SELECT id FROM usable)
-         AND (last_used_at IS NULL OR last_used_at < $4 - interval '1 minute')
-       RETURNING id
-     )
-     SELECT (SELECT hits FROM hit) AS hits, (SELECT count(*) FROM touched) AS touched,
-            key.id AS key_id, key.organization_id, key.revoked_at, key.expires_at, key.plan, key.limit_overrides
-     FROM (SELECT 1) AS one LEFT JOIN key ON true`,
-    [args.keyHash, args.addressBucket, args.windowStart, args.now],
+      WHERE k.key_hash = $1`,
+    [keyHash],
   );
-  if (!row) throw new Error('authentication query returned no row');
-  return row;
+  return row ?? null;
+}
+
+/** Records that a key was used (callers do it at most once a minute per key). */
+export async function touchApiKey(db: Queryable, id: string, now: Date): Promise<void> {
+  await db.query(
+    `UPDATE api_keys SET last_used_at = $2
+      WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $2::timestamptz - interval '1 minute')`,
+    [id, now],
+  );
 }

@@ -11,12 +11,22 @@ export async function pruneRateLimitCounters(db: Queryable, currentWindowStart: 
 }
 
 /** Counts one hit in the bucket's window and returns the window's hits so far. */
-export async function countHit(db: Queryable, bucket: string, windowStart: number): Promise<number> {
+export function countHit(db: Queryable, bucket: string, windowStart: number): Promise<number> {
+  return addHits(db, bucket, windowStart, 1);
+}
+
+/** Adds `n` hits to the bucket's window and returns the window's hits so far. */
+export async function addHits(
+  db: Queryable,
+  bucket: string,
+  windowStart: number,
+  n: number,
+): Promise<number> {
   const [row] = await db.query<{ hits: number }>(
-    `INSERT INTO rate_limit_counters (bucket, window_start, hits) VALUES ($1, $2, 1)
-     ON CONFLICT (bucket, window_start) DO UPDATE SET hits = rate_limit_counters.hits + 1
+    `INSERT INTO rate_limit_counters (bucket, window_start, hits) VALUES ($1, $2, $3)
+     ON CONFLICT (bucket, window_start) DO UPDATE SET hits = rate_limit_counters.hits + $3
      RETURNING hits`,
-    [bucket, windowStart],
+    [bucket, windowStart, n],
   );
-  return row?.hits ?? 1;
+  return row?.hits ?? n;
 }

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
-import { authenticate } from '../../domain/api-keys.ts';
+import { Authenticator } from '../../domain/authenticator.ts';
 import type { Deps } from '../../domain/deps.ts';
 import { rateLimitHeaders } from '../../domain/rate-limit.ts';
 import { AppError, errors } from '../../lib/errors.ts';
@@ -19,8 +19,9 @@ const digest = (s: string) => createHash('sha256').update(s).digest();
 
 /**
  * Authentication and rate limiting, before the body is read:
- * - `apiKey`: one database round trip authenticates the key and counts the request; every
- *   answer carries the rate-limit headers, 401s included (counted per client address).
+ * - `apiKey`: the key is authenticated and the request counted (mostly in memory, see
+ *   Authenticator); every answer carries the rate-limit headers, 401s included (counted per
+ *   client address).
  * - `admin`: the operator token, compared in constant time; the area is absent (404) when no
  *   token is configured.
  * Then, once the request is validated, an `organizationId` in the query or body that is not the
@@ -28,6 +29,7 @@ const digest = (s: string) => createHash('sha256').update(s).digest();
  */
 export function installAuth(app: App, deps: Deps): void {
   const adminDigest = deps.config.adminToken ? digest(deps.config.adminToken) : undefined;
+  const authenticator = new Authenticator(deps);
 
   app.addHook('onRequest', async (request, reply) => {
     const mode = authModeOf(request);
@@ -40,7 +42,7 @@ export function installAuth(app: App, deps: Deps): void {
       }
       return;
     }
-    const outcome = await authenticate(deps, request.headers.authorization, request.ip);
+    const outcome = await authenticator.authenticate(request.headers.authorization, request.ip);
     reply.headers(rateLimitHeaders(outcome.rate));
     if (outcome.rate.exceeded) throw errors.rateLimited(outcome.rate.retryAfter);
     if (!outcome.ok) throw errors.unauthorized();

@@ -1,0 +1,81 @@
+import { touchApiKey } from '../db/sql/api-keys.ts';
+import { addHits } from '../db/sql/rate-limits.ts';
+import { hashApiKey, isWellFormedApiKey } from './api-key-format.ts';
+import type { Deps } from './deps.ts';
+import { effectiveLimits, type Plan, type PlanLimits, UNAUTHENTICATED_RATE_LIMIT } from './plans.ts';
+import { RateCounter } from './rate-counter.ts';
+import type { RateState } from './rate-limit.ts';
+
+export interface Principal {
+  organizationId: string;
+  keyId: string;
+  plan: Plan;
+  limits: PlanLimits;
+}
+
+export type AuthFailure = 'missing' | 'malformed' | 'unknown' | 'revoked' | 'expired';
+
+export type AuthOutcome =
+  | { ok: true; principal: Principal; rate: RateState }
+  | { ok: false; reason: AuthFailure; rate: RateState };
+
+/** `lastUsedAt` is refreshed at most this often per key: it tells "in use", not a request log. */
+const TOUCH_EVERY_MS = 60_000;
+
+/**
+ * Authenticates API-key requests and counts them against the right rate-limit window: the
+ * organization's when the key is usable, the client address's otherwise. Keys come from the
+ * principal cache and counting from per-process claims (see RateCounter), so most requests
+ * cost no database round trip at all.
+ */
+export class Authenticator {
+  readonly #deps: Pick<Deps, 'db' | 'clock' | 'principals'>;
+  readonly #rates: RateCounter;
+  /** When this process last refreshed each key's lastUsedAt (ms since epoch). */
+  readonly #touched = new Map<string, number>();
+
+  constructor(deps: Pick<Deps, 'db' | 'clock' | 'principals'>) {
+    this.#deps = deps;
+    this.#rates = new RateCounter((bucket, window, n) => addHits(deps.db, bucket, window, n));
+  }
+
+  async authenticate(authorization: string | undefined, clientAddress: string): Promise<AuthOutcome> {
+    const now = this.#deps.clock.now();
+    const token = bearerToken(authorization);
+    const refuse = async (reason: AuthFailure): Promise<AuthOutcome> => ({
+      ok: false,
+      reason,
+      rate: await this.#rates.hit(`addr:${clientAddress}`, UNAUTHENTICATED_RATE_LIMIT, now),
+    });
+    if (token === undefined) return refuse('missing');
+    // Malformed keys (bad shape or checksum) cost no key lookup.
+    if (!isWellFormedApiKey(token)) return refuse('malformed');
+    const key = await this.#deps.principals.lookup(hashApiKey(token));
+    if (!key) return refuse('unknown');
+    if (key.revoked_at) return refuse('revoked');
+    if (key.expires_at && key.expires_at <= now) return refuse('expired');
+
+    const limits = effectiveLimits(key.plan, key.limit_overrides);
+    const rate = await this.#rates.hit(`org:${key.organization_id}`, limits.rateLimitPerMinute, now);
+    if (!rate.exceeded) await this.#touch(key.key_id, key.last_used_at, now);
+    return {
+      ok: true,
+      principal: { organizationId: key.organization_id, keyId: key.key_id, plan: key.plan, limits },
+      rate,
+    };
+  }
+
+  async #touch(keyId: string, lastUsedAt: Date | null, now: Date): Promise<void> {
+    const last = Math.max(this.#touched.get(keyId) ?? 0, lastUsedAt?.getTime() ?? 0);
+    if (now.getTime() - last < TOUCH_EVERY_MS) return;
+    this.#touched.set(keyId, now.getTime());
+    await touchApiKey(this.#deps.db, keyId, now);
+  }
+}
+
+/** The token of a `Bearer` authorization header (scheme case-insensitive), else undefined. */
+function bearerToken(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const m = /^Bearer[ ]+(\S+)[ ]*$/i.exec(header);
+  return m?.[1];
+}

@@ -1,0 +1,66 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { RateCounter } from '../src/domain/rate-counter.ts';
+
+/** The shared per-window counter table, as the processes see it through `addHits`. */
+function sharedCounter() {
+  const hits = new Map<string, number>();
+  let claims = 0;
+  return {
+    claim: async (bucket: string, window: number, n: number) => {
+      claims++;
+      const key = `${bucket}@${window}`;
+      const total = (hits.get(key) ?? 0) + n;
+      hits.set(key, total);
+      return total;
+    },
+    get claims() {
+      return claims;
+    },
+  };
+}
+
+const at = (iso: string) => new Date(iso);
+
+describe('rate counting claimed ahead per process', () => {
+  test('one process serves exactly the limit, counting down one by one, then refuses', async () => {
+    const shared = sharedCounter();
+    const counter = new RateCounter(shared.claim);
+    const now = at('2030-01-01T10:00:10Z');
+    for (let i = 1; i <= 60; i++) {
+      const state = await counter.hit('org:a', 60, now);
+      assert.equal(state.exceeded, false);
+      assert.equal(state.remaining, 60 - i);
+    }
+    assert.equal((await counter.hit('org:a', 60, now)).exceeded, true);
+    assert.ok(shared.claims < 60, `${shared.claims} claims for 60 requests`);
+  });
+
+  test('three processes sharing one counter serve the limit exactly once in all, whatever the interleaving', async () => {
+    const shared = sharedCounter();
+    const processes = [0, 1, 2].map(() => new RateCounter(shared.claim));
+    const now = at('2030-01-01T10:00:10Z');
+    let served = 0;
+    // Concurrent bursts from every process until all of them refuse.
+    for (let round = 0; round < 40; round++) {
+      const states = await Promise.all(
+        processes.flatMap((p, i) =>
+          Array.from({ length: 3 + i + (round % 4) }, () => p.hit('org:b', 300, now)),
+        ),
+      );
+      served += states.filter((s) => !s.exceeded).length;
+    }
+    assert.equal(served, 300);
+  });
+
+  test('a new window starts a new budget, and buckets do not share', async () => {
+    const shared = sharedCounter();
+    const counter = new RateCounter(shared.claim);
+    for (let i = 0; i < 5; i++) await counter.hit('org:c', 5, at('2030-01-01T10:00:10Z'));
+    assert.equal((await counter.hit('org:c', 5, at('2030-01-01T10:00:50Z'))).exceeded, true);
+    assert.equal((await counter.hit('org:d', 5, at('2030-01-01T10:00:50Z'))).remaining, 4);
+    const next = await counter.hit('org:c', 5, at('2030-01-01T10:01:00Z'));
+    assert.equal(next.exceeded, false);
+    assert.equal(next.remaining, 4);
+  });
+});
