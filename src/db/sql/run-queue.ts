@@ -33,27 +33,46 @@ export interface ClaimOptions {
  * Claims up to `limit` pending runs. Fairness: candidates are ranked within their organization
  * (oldest first) and taken rank by rank across organizations, so one organization's backlog
  * cannot hold back another's first run; no organization exceeds `orgLimit` running runs.
+ *
+ * Cost: the organizations with pending runs are found by a loose index scan (one index probe
+ * per organization, not one row per pending run), and each contributes at most
+ * min(limit, orgLimit - running) of its oldest runs, so the work does not grow with the backlog.
+ * The shape is fixed by the query itself (recursive scan, LATERAL ... LIMIT), so it does not
+ * depend on fresh planner statistics, which the embedded database never gathers by itself.
+ * No SKIP LOCKED: claims are serialised by the advisory lock, so the only other writers of a
+ * pending run are cancellations and deletions, which the update waits for and then rechecks.
  */
 export function claimRuns(tx: Queryable, o: ClaimOptions): Promise<RunRow[]> {
   return tx.query<RunRow>(
-    `WITH busy AS (
+    `WITH RECURSIVE orgs AS (
+       (SELECT organization_id FROM runs WHERE status = 'pending' ORDER BY organization_id LIMIT 1)
+       UNION ALL
+       SELECT (SELECT r.organization_id FROM runs r
+                WHERE r.status = 'pending' AND r.organization_id > orgs.organization_id
+                ORDER BY r.organization_id LIMIT 1)
+         FROM orgs WHERE orgs.organization_id IS NOT NULL
+     ), busy AS (
        SELECT organization_id, count(*)::int AS n FROM runs WHERE status = 'running' GROUP BY organization_id
-     ), ranked AS (
-       SELECT r.id, r.created_at,
-              coalesce(b.n, 0) + row_number() OVER (PARTITION BY r.organization_id ORDER BY r.created_at, r.id) AS org_slot
-         FROM runs r LEFT JOIN busy b ON b.organization_id = r.organization_id
-        WHERE r.status = 'pending'
+     ), candidates AS (
+       SELECT o.organization_id, c.id, c.created_at, coalesce(b.n, 0) AS running
+         FROM orgs o
+         LEFT JOIN busy b ON b.organization_id = o.organization_id
+         CROSS JOIN LATERAL (
+           SELECT r.id, r.created_at FROM runs r
+            WHERE r.organization_id = o.organization_id AND r.status = 'pending'
+            ORDER BY r.created_at, r.id
+            LIMIT least($4::int, greatest($5::int - coalesce(b.n, 0), 0))
+         ) c
+        WHERE o.organization_id IS NOT NULL
      ), picked AS (
-       SELECT r.id FROM runs r JOIN ranked k ON k.id = r.id
-        WHERE k.org_slot <= $5 AND r.status = 'pending'
-        ORDER BY k.org_slot, k.created_at, k.id
+       SELECT id FROM candidates
+        ORDER BY running + row_number() OVER (PARTITION BY organization_id ORDER BY created_at, id), created_at, id
         LIMIT $4
-        FOR UPDATE OF r SKIP LOCKED
      )
      UPDATE runs SET status = 'running', lease_owner = $1,
             lease_expires_at = $2::timestamptz + make_interval(secs => $3::double precision / 1000),
             attempts = attempts + 1, started_at = $2
-       FROM picked WHERE runs.id = picked.id
+       FROM picked WHERE runs.id = picked.id AND runs.status = 'pending'
      RETURNING runs.*`,
     [o.workerId, o.now, o.leaseMs, o.limit, o.orgLimit],
   );
