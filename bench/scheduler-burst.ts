@@ -63,11 +63,10 @@ export interface ActivityShare {
 
 /** Statements of the service by their first words, named after the function that sends them. */
 const STATEMENTS: [RegExp, string][] = [
-  [/^WITH busy AS/, 'claimRuns (worker claim)'],
+  [/^WITH RECURSIVE orgs AS/, 'claimRuns (worker claim)'],
   [/^WITH targets AS/, 'finishRun (worker)'],
-  [/^WITH run AS \( INSERT INTO runs/, 'insertRunIfSlotFree (scheduler)'],
-  [/^UPDATE tasks SET next_run_at/, 'advanceTask (scheduler)'],
-  [/^SELECT 1 FROM runs WHERE task_id/, 'hasRunInFlight (scheduler)'],
+  [/^WITH wanted AS/, 'insertSlotRuns (scheduler)'],
+  [/^UPDATE tasks t SET next_run_at/, 'advanceTasks (scheduler)'],
   [/^SELECT \* FROM tasks WHERE status = 'active'/, 'lockDueTasks (scheduler)'],
   [/^SELECT row_to_json\(t\) AS task/, 'loadRunContext (worker)'],
   [/^SELECT \* FROM organizations WHERE id/, 'findOrganization (worker: run limit, usage report)'],

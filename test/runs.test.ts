@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { Queryable } from '../src/db/db.ts';
-import { insertRun, insertRunIfSlotFree } from '../src/db/sql/runs.ts';
+import { insertRun } from '../src/db/sql/runs.ts';
+import { insertSlotRuns } from '../src/db/sql/scheduler.ts';
 import { recordRunOutcome } from '../src/db/sql/usage.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
 
@@ -229,20 +230,33 @@ describe('runs', () => {
     assert.deepEqual(ledger, [{ status: 'pending', task_id: taskA, organization_id: org.organizationId }]);
   });
 
-  test('a second run for the same slot writes neither a run nor a ledger row', async () => {
+  test('a scheduled slot gets one run: none while the task has a run in flight, none for a slot already taken', async () => {
     const slotAt = new Date(BASE + 86_400_000);
-    const row = (id: string) => ({
-      id,
+    const now = new Date(BASE - 7_200_000);
+    const task = await insertTask(db, org.organizationId);
+    const slot = (runId: string) => [{ taskId: task, runId, slotAt }];
+    const first = (await insertSlotRuns(db, slot(randomUUID()), now)).get(task);
+    assert.equal(first?.inFlight, false);
+    assert.ok(first?.run);
+    const second = randomUUID();
+    assert.deepEqual((await insertSlotRuns(db, slot(second), now)).get(task), {
+      inFlight: true,
+      run: undefined,
+    });
+    await db.query("UPDATE runs SET status = 'completed' WHERE id = $1", [first.run.id]);
+    assert.deepEqual((await insertSlotRuns(db, slot(second), now)).get(task), {
+      inFlight: false,
+      run: undefined,
+    });
+    const row = {
+      id: second,
       organizationId: org.organizationId,
-      taskId: taskB,
+      taskId: task,
       slotAt,
       trigger: 'schedule' as const,
-      now: new Date(BASE - 7_200_000),
-    });
-    assert.ok(await insertRunIfSlotFree(db, row(randomUUID())));
-    const second = randomUUID();
-    assert.equal(await insertRunIfSlotFree(db, row(second)), undefined);
-    await assert.rejects(insertRun(db, row(second)), /unique|duplicate/i);
+      now,
+    };
+    await assert.rejects(insertRun(db, row), /unique|duplicate/i);
     const ledger = await db.query('SELECT 1 FROM usage_ledger WHERE run_id = $1', [second]);
     assert.equal(ledger.length, 0);
   });

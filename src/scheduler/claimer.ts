@@ -1,17 +1,22 @@
 // The due-task claimer (the scheduler role). Correctness lives in the database, not in this
-// process: a due task is claimed under a row lock (FOR UPDATE SKIP LOCKED), its run is inserted
-// under the UNIQUE (task_id, slot_at) constraint, and its nextRunAt is advanced in the same
-// transaction. However many schedulers run, a slot gets at most one run, and a crash between
+// process: due tasks are claimed in batches under row locks (FOR UPDATE SKIP LOCKED), their runs
+// are inserted under the UNIQUE (task_id, slot_at) constraint, and their nextRunAt is advanced
+// in the same transaction. However many schedulers run, a slot gets at most one run, and a crash between
 // any two statements rolls the whole claim back for another scheduler to redo.
 import type { Queryable } from '../db/db.ts';
-import { insertRunIfSlotFree } from '../db/sql/runs.ts';
-import { advanceTask, lockDueTasks, nearestDueAt } from '../db/sql/scheduler.ts';
-import { hasRunInFlight, type TaskRow } from '../db/sql/tasks.ts';
+import {
+  advanceTasks,
+  insertSlotRuns,
+  lockDueTasks,
+  nearestDueAt,
+  type SlotRunOutcome,
+} from '../db/sql/scheduler.ts';
+import type { TaskRow } from '../db/sql/tasks.ts';
 import { currentTime, notify } from '../db/sql/time.ts';
 import type { Deps } from '../domain/deps.ts';
 import { CoalescedTask } from '../lib/coalesced-task.ts';
 import { newId } from '../lib/ids.ts';
-import { planDueSlot } from './due-slot.ts';
+import { type DueSlotPlan, planDueSlot } from './due-slot.ts';
 import { scheduleSpecOf } from './task-spec.ts';
 
 /** Tasks claimed per transaction: short transactions, so row locks are held briefly. */
@@ -27,8 +32,6 @@ export interface TickResult {
   missed: number;
   skippedOverlap: number;
 }
-
-type SlotOutcome = { kind: 'run'; slot: Date } | { kind: 'skipped_overlap'; slot: Date } | { kind: 'none' };
 
 export class DueTaskClaimer {
   readonly #deps: Deps;
@@ -92,13 +95,9 @@ export class DueTaskClaimer {
       const batch = await db.transaction(async (tx) => {
         const now = await currentTime(tx, clock);
         const tasks = await lockDueTasks(tx, now, BATCH_SIZE);
-        let created = 0;
-        for (const task of tasks) {
-          const outcome = await this.#claimTask(tx, task, now, total);
-          if (outcome.kind === 'run') created++;
-        }
+        const created = await this.#claimBatch(tx, tasks, now, total);
         if (created) await notify(tx, 'svc_runs');
-        return { size: tasks.length, created, now };
+        return { size: tasks.length, created };
       });
       total.runsCreated += batch.created;
       if (batch.size < BATCH_SIZE) break;
@@ -106,12 +105,58 @@ export class DueTaskClaimer {
     return total;
   }
 
-  async #claimTask(tx: Queryable, task: TaskRow, now: Date, total: TickResult): Promise<SlotOutcome> {
-    const { config, log, metrics } = this.#deps;
-    if (!task.next_run_at) return { kind: 'none' };
-    const plan = planDueSlot(scheduleSpecOf(task), task.next_run_at, now, config.scheduler.catchUpWindowMs);
-    const context = { taskId: task.id, organizationId: task.organization_id };
+  /**
+   * A batch of locked due tasks in three statements whatever its size: the slots are planned
+   * here, their runs inserted by one statement and the tasks advanced by another.
+   */
+  async #claimBatch(tx: Queryable, tasks: TaskRow[], now: Date, total: TickResult): Promise<number> {
+    const { config } = this.#deps;
+    const planned = tasks.flatMap((task) =>
+      task.next_run_at
+        ? [
+            {
+              task,
+              plan: planDueSlot(
+                scheduleSpecOf(task),
+                task.next_run_at,
+                now,
+                config.scheduler.catchUpWindowMs,
+              ),
+            },
+          ]
+        : [],
+    );
+    const slots = planned.flatMap(({ task, plan }) =>
+      plan.runSlot ? [{ taskId: task.id, runId: newId(), slotAt: plan.runSlot }] : [],
+    );
+    const inserted = slots.length ? await insertSlotRuns(tx, slots, now) : new Map<string, SlotRunOutcome>();
+    let created = 0;
+    const advances = planned.map(({ task, plan }) => {
+      const outcome = this.#record(task, plan, inserted.get(task.id), now, total);
+      if (outcome === 'run') created++;
+      // A task with no further slot is done once nothing more can run for it: a `once` task
+      // whose run was just created completes when that run ends (the worker does it); one
+      // whose only slot was missed or skipped completes now.
+      return {
+        taskId: task.id,
+        nextRunAt: plan.nextRunAt,
+        complete: plan.nextRunAt === null && outcome !== 'run',
+      };
+    });
+    await advanceTasks(tx, advances, now);
+    return created;
+  }
 
+  /** Metrics and log lines for one task's slot; returns what became of it. */
+  #record(
+    task: TaskRow,
+    plan: DueSlotPlan,
+    inserted: SlotRunOutcome | undefined,
+    now: Date,
+    total: TickResult,
+  ): 'run' | 'skipped_overlap' | 'none' {
+    const { log, metrics } = this.#deps;
+    const context = { taskId: task.id, organizationId: task.organization_id };
     if (plan.missed > 0) {
       total.missed += plan.missed;
       metrics.schedulerSlots.inc({ outcome: 'missed' }, plan.missed);
@@ -120,42 +165,22 @@ export class DueTaskClaimer {
         'schedule slots missed (outside the catch-up window or superseded by a later slot)',
       );
     }
-
-    let outcome: SlotOutcome = { kind: 'none' };
-    if (plan.runSlot) {
-      if (await hasRunInFlight(tx, task.id)) {
-        outcome = { kind: 'skipped_overlap', slot: plan.runSlot };
-        total.skippedOverlap++;
-        metrics.schedulerSlots.inc({ outcome: 'skipped_overlap' });
-        log.warn(
-          { ...context, slot: plan.runSlot },
-          'schedule slot skipped: the previous run of the task is still pending or running',
-        );
-      } else {
-        const run = await insertRunIfSlotFree(tx, {
-          id: newId(),
-          organizationId: task.organization_id,
-          taskId: task.id,
-          slotAt: plan.runSlot,
-          trigger: 'schedule',
-          now,
-        });
-        // A run already holding this slot means another scheduler got there first; the unique
-        // constraint made this insert a no-op, which is exactly "never two runs for one slot".
-        if (run) {
-          outcome = { kind: 'run', slot: plan.runSlot };
-          metrics.schedulerSlots.inc({ outcome: 'run' });
-          metrics.dispatchLag.observe((now.getTime() - plan.runSlot.getTime()) / 1000);
-          log.info({ ...context, runId: run.id, slot: plan.runSlot }, 'run created for schedule slot');
-        }
-      }
+    if (!plan.runSlot || !inserted) return 'none';
+    if (inserted.inFlight) {
+      total.skippedOverlap++;
+      metrics.schedulerSlots.inc({ outcome: 'skipped_overlap' });
+      log.warn(
+        { ...context, slot: plan.runSlot },
+        'schedule slot skipped: the previous run of the task is still pending or running',
+      );
+      return 'skipped_overlap';
     }
-
-    // A task with no further slot is done once nothing more can run for it: a `once` task whose
-    // run was just created completes when that run ends (the worker does it); one whose only
-    // slot was missed or skipped completes now.
-    const finished = plan.nextRunAt === null && outcome.kind !== 'run';
-    await advanceTask(tx, task.id, plan.nextRunAt, finished, now);
-    return outcome;
+    // No run although the task was free: another scheduler already holds this slot; the unique
+    // constraint made the insert a no-op, which is exactly "never two runs for one slot".
+    if (!inserted.run) return 'none';
+    metrics.schedulerSlots.inc({ outcome: 'run' });
+    metrics.dispatchLag.observe((now.getTime() - plan.runSlot.getTime()) / 1000);
+    log.info({ ...context, runId: inserted.run.id, slot: plan.runSlot }, 'run created for schedule slot');
+    return 'run';
   }
 }

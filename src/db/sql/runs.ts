@@ -41,22 +41,19 @@ export interface NewRun {
 /**
  * One statement inserts the pending run and its usage-ledger row, so no caller (in a
  * transaction or not) can get one without the other. The run is only inserted when the task
- * exists in the organization. With `skipTakenSlot`, a run already holding (task, slot) makes
- * this insert nothing instead of raising a unique violation.
+ * exists in the organization. (Scheduled runs are inserted a batch at a time by
+ * insertSlotRuns, scheduler.ts, the same way.)
  */
-function insertRunSql(skipTakenSlot: boolean): string {
-  return `WITH run AS (
+const INSERT_RUN_SQL = `WITH run AS (
        INSERT INTO runs (id, organization_id, task_id, slot_at, trigger, status, created_at)
        SELECT $1, t.organization_id, t.id, $4, $5, 'pending', $6
          FROM tasks t WHERE t.id = $3 AND t.organization_id = $2
-       ${skipTakenSlot ? 'ON CONFLICT (task_id, slot_at) DO NOTHING' : ''}
        RETURNING *
      ), ledger AS (
        INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at)
        SELECT id, organization_id, task_id, status, created_at FROM run
      )
      SELECT * FROM run`;
-}
 
 const insertParams = (row: NewRun) => [
   row.id,
@@ -72,17 +69,8 @@ const insertParams = (row: NewRun) => [
  * not exist in the organization, or (a unique violation) when the task's slot already has a run.
  */
 export async function insertRun(db: Queryable, row: NewRun): Promise<RunRow> {
-  const [run] = await db.query<RunRow>(insertRunSql(false), insertParams(row));
+  const [run] = await db.query<RunRow>(INSERT_RUN_SQL, insertParams(row));
   if (!run) throw new Error(`insertRun: task ${row.taskId} not found in organization ${row.organizationId}`);
-  return run;
-}
-
-/**
- * Like insertRun, for schedulers: undefined (and nothing written) when the slot already has a
- * run or the task no longer exists in the organization.
- */
-export async function insertRunIfSlotFree(db: Queryable, row: NewRun): Promise<RunRow | undefined> {
-  const [run] = await db.query<RunRow>(insertRunSql(true), insertParams(row));
   return run;
 }
 

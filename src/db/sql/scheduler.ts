@@ -1,4 +1,5 @@
 import type { Queryable } from '../db.ts';
+import type { RunRow } from './runs.ts';
 import type { TaskRow } from './tasks.ts';
 
 /**
@@ -17,20 +18,79 @@ export function lockDueTasks(tx: Queryable, now: Date, limit: number): Promise<T
   );
 }
 
-/** Moves a claimed task to its next slot; a task without one becomes `completed` when asked. */
-export async function advanceTask(
+export interface SlotRun {
+  taskId: string;
+  runId: string;
+  slotAt: Date;
+}
+
+export interface SlotRunOutcome {
+  /** The task had a run pending or running, so nothing was inserted (overlap). */
+  inFlight: boolean;
+  /** The inserted run; undefined when the task was in flight or the slot already had a run. */
+  run: RunRow | undefined;
+}
+
+/**
+ * Inserts the scheduled runs of a batch of claimed tasks in one statement, each with its
+ * usage-ledger row: not for a task that still has a run pending or running, and nothing where
+ * the slot already has a run (UNIQUE (task_id, slot_at): another scheduler got there first).
+ */
+export async function insertSlotRuns(
   tx: Queryable,
-  taskId: string,
-  nextRunAt: Date | null,
-  complete: boolean,
+  slots: readonly SlotRun[],
+  now: Date,
+): Promise<Map<string, SlotRunOutcome>> {
+  const rows = await tx.query<RunRow & { wanted_task_id: string; in_flight: boolean }>(
+    `WITH wanted AS (
+       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS w(task_id, run_id, slot_at)
+     ), busy AS (
+       SELECT DISTINCT task_id FROM runs
+        WHERE task_id = ANY($1::uuid[]) AND status IN ('pending', 'running')
+     ), run AS (
+       INSERT INTO runs (id, organization_id, task_id, slot_at, trigger, status, created_at)
+       SELECT w.run_id, t.organization_id, t.id, w.slot_at, 'schedule', 'pending', $4
+         FROM wanted w JOIN tasks t ON t.id = w.task_id
+        WHERE NOT EXISTS (SELECT 1 FROM busy b WHERE b.task_id = w.task_id)
+       ON CONFLICT (task_id, slot_at) DO NOTHING
+       RETURNING *
+     ), ledger AS (
+       INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at)
+       SELECT id, organization_id, task_id, status, created_at FROM run
+     )
+     SELECT run.*, w.task_id AS wanted_task_id,
+            EXISTS (SELECT 1 FROM busy b WHERE b.task_id = w.task_id) AS in_flight
+       FROM wanted w LEFT JOIN run ON run.task_id = w.task_id`,
+    [slots.map((s) => s.taskId), slots.map((s) => s.runId), slots.map((s) => s.slotAt), now],
+  );
+  const outcomes = new Map<string, SlotRunOutcome>();
+  for (const { wanted_task_id, in_flight, ...run } of rows) {
+    outcomes.set(wanted_task_id, { inFlight: in_flight, run: run.id ? run : undefined });
+  }
+  return outcomes;
+}
+
+export interface TaskAdvance {
+  taskId: string;
+  nextRunAt: Date | null;
+  /** No further slot and nothing left to run: the task becomes `completed`. */
+  complete: boolean;
+}
+
+/** Moves a batch of claimed tasks to their next slots, in one statement. */
+export async function advanceTasks(
+  tx: Queryable,
+  advances: readonly TaskAdvance[],
   now: Date,
 ): Promise<void> {
+  if (!advances.length) return;
   await tx.query(
-    `UPDATE tasks SET next_run_at = $2,
-        status = CASE WHEN $3 THEN 'completed' ELSE status END,
-        updated_at = CASE WHEN $3 THEN $4 ELSE updated_at END
-      WHERE id = $1`,
-    [taskId, nextRunAt, complete, now],
+    `UPDATE tasks t SET next_run_at = v.next_run_at,
+        status = CASE WHEN v.complete THEN 'completed' ELSE t.status END,
+        updated_at = CASE WHEN v.complete THEN $4 ELSE t.updated_at END
+       FROM unnest($1::uuid[], $2::timestamptz[], $3::boolean[]) AS v(id, next_run_at, complete)
+      WHERE t.id = v.id`,
+    [advances.map((a) => a.taskId), advances.map((a) => a.nextRunAt), advances.map((a) => a.complete), now],
   );
 }
 
