@@ -53,6 +53,19 @@ describe('rate counting claimed ahead per process', () => {
     assert.equal(served, 300);
   });
 
+  test('a burst of simultaneous requests is served up to the limit, and the shared counter is not inflated', async () => {
+    const shared = sharedCounter();
+    const counter = new RateCounter(shared.claim);
+    const now = at('2030-01-01T10:00:10Z');
+    const states = await Promise.all(Array.from({ length: 100 }, () => counter.hit('org:e', 60, now)));
+    assert.equal(states.filter((s) => !s.exceeded).length, 60);
+    // One claim at a time per bucket, never more than is left: what was counted is what was
+    // served plus the one hit that found the window full.
+    const counted = await shared.claim('org:e', states[0]?.reset ? states[0].reset - 60 : 0, 0);
+    assert.equal(counted, 61);
+    assert.ok(shared.claims <= 10, `${shared.claims} claims`);
+  });
+
   test('a new window starts a new budget, and buckets do not share', async () => {
     const shared = sharedCounter();
     const counter = new RateCounter(shared.claim);

@@ -8,12 +8,16 @@ export type ClaimHits = (bucket: string, windowStart: number, n: number) => Prom
 
 interface WindowBudget {
   window: number;
-  /** The shared counter's value after this process's last claim. */
+  /** The shared counter's value after this process's last claim, counting only what was granted. */
   claimed: number;
   /** Hits this process claimed but has not served yet. */
   allowance: number;
   /** The limit was reached: once the allowance is served, the window's requests are refused without a claim. */
   exhausted: boolean;
+  /** The claim in flight: one at a time per bucket, so a burst shares it instead of over-claiming. */
+  claiming: Promise<void> | undefined;
+  /** Requests waiting for that claim (the next claim takes at least this many). */
+  waiting: number;
 }
 
 /**
@@ -46,30 +50,49 @@ export class RateCounter {
     const window = windowStart(now);
     let budget = this.#budgets.get(bucket);
     if (!budget || budget.window !== window) {
-      budget = { window, claimed: 0, allowance: 0, exhausted: false };
+      budget = { window, claimed: 0, allowance: 0, exhausted: false, claiming: undefined, waiting: 0 };
       this.#remember(bucket, budget);
     }
-    if (budget.allowance > 0) {
-      budget.allowance--;
-      return rateState(now, limit, budget.claimed - budget.allowance);
+    // Each pass either serves, refuses, or waits for a claim that grants at least one hit or
+    // marks the window exhausted, so the loop ends.
+    for (;;) {
+      if (budget.allowance > 0) {
+        budget.allowance--;
+        return rateState(now, limit, budget.claimed - budget.allowance);
+      }
+      if (budget.exhausted) return rateState(now, limit, limit + 1);
+      if (!budget.claiming) {
+        const claimFor = budget;
+        claimFor.claiming = this.#claimMore(bucket, claimFor, limit).finally(() => {
+          claimFor.claiming = undefined;
+        });
+      }
+      budget.waiting++;
+      try {
+        await budget.claiming;
+      } finally {
+        budget.waiting--;
+      }
     }
-    if (budget.exhausted) return rateState(now, limit, limit + 1);
+  }
 
-    const want = Math.max(1, Math.min(MAX_CLAIM, Math.floor((limit - budget.claimed) / CLAIM_SHARE)));
-    const total = await this.#claim(bucket, window, want);
-    // The window may have moved on, or other requests claimed, while this one waited.
-    if (budget !== this.#budgets.get(bucket)) return rateState(now, limit, Math.min(total, limit + 1));
+  async #claimMore(bucket: string, budget: WindowBudget, limit: number): Promise<void> {
+    // An eighth of what is left, or more for a burst waiting on this claim, but never more than
+    // is left as far as this process knows (the counter is not inflated past the limit).
+    const left = limit - budget.claimed;
+    const want = Math.max(
+      1,
+      Math.min(MAX_CLAIM, left, Math.max(Math.floor(left / CLAIM_SHARE), budget.waiting + 1)),
+    );
+    const total = await this.#claim(bucket, budget.window, want);
     const before = total - want;
     if (before >= limit) {
       budget.exhausted = true;
-      return rateState(now, limit, limit + 1);
+      return;
     }
     const granted = Math.min(want, limit - before);
-    // Concurrent claims of this process may land in any order: keep the highest counter seen
-    // and pool the allowances.
     budget.claimed = Math.max(budget.claimed, before + granted);
-    budget.allowance += granted - 1;
-    return rateState(now, limit, budget.claimed - budget.allowance);
+    budget.allowance += granted;
   }
 
   #remember(bucket: string, budget: WindowBudget): void {

@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/db.ts';
-import { findOrganization } from '../db/sql/organizations.ts';
+import type { RunOrganization } from '../db/sql/run-context.ts';
 import type { RunRow } from '../db/sql/runs.ts';
 import { runsBefore } from '../db/sql/usage.ts';
 import { currentPeriodEnd, currentPeriodStart } from './billing-period.ts';
@@ -14,9 +14,8 @@ import { effectiveLimits } from './plans.ts';
 export async function runLimitRefusal(
   db: Queryable,
   run: Pick<RunRow, 'id' | 'organization_id' | 'created_at'>,
+  org: Pick<RunOrganization, 'plan' | 'limit_overrides' | 'billing_period_start'>,
 ): Promise<string | undefined> {
-  const org = await findOrganization(db, run.organization_id);
-  if (!org) return undefined;
   const { runsLimit } = effectiveLimits(org.plan, org.limit_overrides);
   if (runsLimit === null) return undefined;
   const since = currentPeriodStart(org.billing_period_start, run.created_at);

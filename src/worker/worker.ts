@@ -18,7 +18,7 @@ import {
   takeClaimLock,
 } from '../db/sql/run-queue.ts';
 import type { RunRow } from '../db/sql/runs.ts';
-import { currentTime, notify } from '../db/sql/time.ts';
+import { currentTime, notify, statementTime } from '../db/sql/time.ts';
 import type { Deps } from '../domain/deps.ts';
 import { runLimitRefusal } from '../domain/run-limit.ts';
 import { CoalescedTask } from '../lib/coalesced-task.ts';
@@ -43,17 +43,23 @@ export class RunWorker {
   #poll: NodeJS.Timeout | undefined;
   readonly #claims = new CoalescedTask(() => this.#claimPass());
   #stopping = false;
+  /** When expired leases were last looked for (database time, ms). */
+  #leasesCheckedAt = Number.NEGATIVE_INFINITY;
 
   constructor(deps: Deps, executor: RunExecutor) {
     this.#deps = deps;
     this.#executor = executor;
   }
 
+  /** Leases are renewed three times per lease period, so one late heartbeat loses nothing. */
+  get #heartbeatMs(): number {
+    return Math.max(250, this.#deps.config.worker.leaseMs / 3);
+  }
+
   async start(): Promise<void> {
     const { leaseMs } = this.#deps.config.worker;
     this.#unlisten = await this.#deps.db.listen('svc_runs', () => this.wake());
-    // Leases are renewed three times per lease period, so one late heartbeat loses nothing.
-    this.#heartbeat = setInterval(() => void this.#renew(), Math.max(250, leaseMs / 3));
+    this.#heartbeat = setInterval(() => void this.#renew(), this.#heartbeatMs);
     this.#heartbeat.unref();
     // New runs arrive by NOTIFY; this poll finds the runs of workers that died (expired leases).
     this.#poll = setInterval(() => this.wake(), leaseMs);
@@ -110,7 +116,15 @@ export class RunWorker {
       const claimed = await db.transaction(async (tx) => {
         await takeClaimLock(tx);
         const now = await currentTime(tx, clock);
-        await this.#recoverExpiredLeases(tx, now);
+        // Leases are looked at once per heartbeat interval, not at every claim: a lease expires
+        // only leaseMs after its last renewal, so checking more often finds nothing sooner.
+        if (
+          now.getTime() - this.#leasesCheckedAt >= this.#heartbeatMs ||
+          now.getTime() < this.#leasesCheckedAt
+        ) {
+          this.#leasesCheckedAt = now.getTime();
+          await this.#recoverExpiredLeases(tx, now);
+        }
         const runs = await claimRuns(tx, {
           workerId: this.id,
           now,
@@ -185,7 +199,7 @@ export class RunWorker {
     // An aborted execution may throw or return; either way the abort reason decides below.
     let result: RunResult | undefined;
     // A run beyond the plan's run limit is not executed; it fails and does not count.
-    const refusal = await runLimitRefusal(db, run);
+    const refusal = await runLimitRefusal(db, run, context.organization);
     if (refusal) {
       result = { ok: false, errorType: 'plan_limit', message: refusal, tokensUsed: 0, costCents: 0 };
     } else {
@@ -222,14 +236,13 @@ export class RunWorker {
         break;
     }
     if (!result) throw new Error('the executor returned no result without being aborted');
-    const completedAt = await currentTime(db, clock);
     const finished = await finishRun(db, run.id, this.id, {
       status: result.ok ? 'completed' : 'failed',
       output: result.ok ? result.output : null,
       error: result.ok ? null : result.message,
       costCents: result.costCents,
       tokensUsed: result.tokensUsed,
-      completedAt,
+      completedAt: statementTime(clock),
       counted: result.ok || result.errorType !== 'plan_limit',
     });
     if (!finished) {
@@ -238,9 +251,11 @@ export class RunWorker {
     }
     // Its deliveries were queued with it: wake the dispatchers of every process.
     if (finished.delivery_status === 'pending') await notify(db, 'svc_deliveries');
-    // Usage beyond the plan's credits is reported to Stripe (paid plan); a failure here only
-    // delays the report to the next run of the organization.
-    if (Number(finished.cost_cents) > 0) {
+    // Usage beyond the plan's credits is reported to Stripe (paid plan with a customer, as the
+    // run found it); the report covers the whole period, so a skipped or failed one is caught
+    // up by the organization's next run.
+    const { plan, payment_customer_id } = context.organization;
+    if (Number(finished.cost_cents) > 0 && plan === 'paid' && payment_customer_id) {
       await queueUsageReport(this.#deps, finished.organization_id).catch((err: unknown) =>
         log.warn({ err, runId: run.id }, 'usage report could not be queued'),
       );

@@ -1,3 +1,4 @@
+import type { LimitOverrides, Plan } from '../../domain/plans.ts';
 import type { Queryable } from '../db.ts';
 import type { SourceRow } from './sources.ts';
 import type { TaskRow } from './tasks.ts';
@@ -23,16 +24,32 @@ export type RunSource = Pick<
   | 'secrets_sealed'
 >;
 
-/** What a worker needs to execute a run: its task, with skills and sources in attachment order. */
+/** What the worker checks of the run's organization before executing (plan limits) and after (usage). */
+export interface RunOrganization {
+  id: string;
+  plan: Plan;
+  limit_overrides: LimitOverrides;
+  billing_period_start: Date;
+  payment_customer_id: string | null;
+}
+
+/**
+ * What a worker needs to execute a run, in one round trip: its task, with skills and sources in
+ * attachment order, and its organization's plan.
+ */
 export interface RunContextRow {
   task: TaskRow;
   skills: RunSkill[];
   sources: RunSource[];
+  organization: RunOrganization;
 }
 
 export async function loadRunContext(db: Queryable, taskId: string): Promise<RunContextRow | undefined> {
-  const [row] = await db.query<{ task: TaskRow; skills: RunSkill[]; sources: RunSource[] }>(
+  const [row] = await db.query<RunContextRow>(
     `SELECT row_to_json(t) AS task,
+       (SELECT json_build_object('id', o.id, 'plan', o.plan, 'limit_overrides', o.limit_overrides,
+                 'billing_period_start', o.billing_period_start, 'payment_customer_id', o.payment_customer_id)
+          FROM organizations o WHERE o.id = t.organization_id) AS organization,
        coalesce((SELECT json_agg(json_build_object('name', s.name, 'slug', s.slug, 'content', s.content,
                    'required_sources', coalesce(s.frontmatter -> 'requiredSources', '[]'::jsonb)) ORDER BY x.position)
                    FROM task_skills x JOIN skills s ON s.id = x.skill_id WHERE x.task_id = t.id), '[]'::json) AS skills,
@@ -49,5 +66,6 @@ export async function loadRunContext(db: Queryable, taskId: string): Promise<Run
   for (const k of ['next_run_at', 'last_run_at', 'created_at', 'updated_at']) {
     if (typeof task[k] === 'string') task[k] = new Date(task[k] as string);
   }
+  row.organization.billing_period_start = new Date(row.organization.billing_period_start);
   return row;
 }

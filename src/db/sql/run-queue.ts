@@ -141,7 +141,8 @@ export interface RunResultRow {
   error: string | null;
   costCents: number;
   tokensUsed: number;
-  completedAt: Date;
+  /** Null: the database's clock (see completionTime in time.ts). */
+  completedAt: Date | null;
   /** False for a run refused by the plan's run limit: it does not count towards runsUsed. */
   counted?: boolean;
 }
@@ -164,6 +165,9 @@ const deliveryTargets = (task: string) => `
     ) targets
    ORDER BY channel, lower(target), position`;
 
+/** When the run ended: the worker's manual clock in tests, else the database's clock. */
+const COMPLETED_AT = 'coalesce($8::timestamptz, statement_timestamp())';
+
 /**
  * Records a run's end in one statement: the run (only while `workerId` holds it; pass null for
  * a run failed by lease recovery), its usage-ledger row, a `once` task's completion, and one
@@ -181,9 +185,9 @@ export async function finishRun(
        ${deliveryTargets('(SELECT task_id FROM runs WHERE id = $1)')}
      ), run AS (
        UPDATE runs SET status = $3, output = $4, error = $5, cost_cents = $6, tokens_used = $7,
-              completed_at = $8,
+              completed_at = ${COMPLETED_AT},
               duration_ms = CASE WHEN started_at IS NULL THEN NULL
-                                 ELSE greatest(0, round(extract(epoch FROM ($8::timestamptz - started_at)) * 1000))::int END,
+                                 ELSE greatest(0, round(extract(epoch FROM (${COMPLETED_AT} - started_at)) * 1000))::int END,
               lease_owner = NULL, lease_expires_at = NULL,
               delivery_status = CASE WHEN EXISTS (SELECT 1 FROM targets) THEN 'pending' END
         WHERE id = $1 AND status = 'running' AND ($2::text IS NULL OR lease_owner = $2)
@@ -193,7 +197,7 @@ export async function finishRun(
               counted = $9
          FROM run WHERE u.run_id = run.id
      ), once_done AS (
-       UPDATE tasks t SET status = 'completed', next_run_at = NULL, updated_at = $8
+       UPDATE tasks t SET status = 'completed', next_run_at = NULL, updated_at = ${COMPLETED_AT}
          FROM run
         WHERE t.id = run.task_id AND run.trigger = 'schedule' AND t.status = 'active'
           AND t.schedule = 'once' AND t.cron_expression IS NULL
@@ -201,7 +205,7 @@ export async function finishRun(
        INSERT INTO deliveries (id, organization_id, run_id, destination_id, channel, target, label, position,
                                status, next_attempt_at, created_at, updated_at)
        SELECT gen_random_uuid(), run.organization_id, run.id, targets.destination_id, targets.channel,
-              targets.target, targets.label, targets.position, 'pending', $8, $8, $8
+              targets.target, targets.label, targets.position, 'pending', ${COMPLETED_AT}, ${COMPLETED_AT}, ${COMPLETED_AT}
          FROM run CROSS JOIN targets
      )
      SELECT * FROM run`,

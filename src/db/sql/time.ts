@@ -12,6 +12,14 @@ export async function currentTime(db: Queryable, clock: Clock): Promise<Date> {
   return row.now;
 }
 
+/**
+ * The time to pass to a statement that records "now" itself: the manual clock's reading in
+ * tests, else null, for which the statement uses the database's clock (one round trip fewer).
+ */
+export function statementTime(clock: Clock): Date | null {
+  return clock.manual ? clock.now() : null;
+}
+
 /** Wakes the listeners of `channel` in every process, when the current transaction commits. */
 export async function notify(
   db: Queryable,
