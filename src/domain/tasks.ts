@@ -1,12 +1,11 @@
 import type { Queryable } from '../db/db.ts';
-import { findOrganization } from '../db/sql/organizations.ts';
 import { insertRun } from '../db/sql/runs.ts';
 import {
   countActiveTasks,
   deleteTask,
   findTask,
   hasRunInFlight,
-  insertTask,
+  insertTaskWithLinks,
   listTasks,
   lockOrganizationRow,
   lockTask,
@@ -32,7 +31,7 @@ import { scheduleSpecOf } from '../scheduler/task-spec.ts';
 import type { Task, TaskCreateBody, TaskUpdateBody } from '../schemas/task.ts';
 import type { Deps } from './deps.ts';
 import { checkDestination } from './destinations.ts';
-import { effectiveLimits } from './plans.ts';
+import { effectiveLimits, type Plan } from './plans.ts';
 import { runView } from './runs.ts';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -139,16 +138,27 @@ async function checkOwnership(
   if (details.length) throw errors.validation(`${details[0]?.path}: ${details[0]?.message}`, details);
 }
 
-async function checkTasksLimit(tx: Queryable, organizationId: string): Promise<void> {
-  await lockOrganizationRow(tx, organizationId);
-  const org = await findOrganization(tx, organizationId);
+/**
+ * Locks the organization's row, so that active tasks are counted exactly however many requests
+ * create or resume tasks at once, and returns the plan's limit.
+ */
+async function lockTasksLimit(
+  tx: Queryable,
+  organizationId: string,
+): Promise<{ plan: Plan; tasksLimit: number }> {
+  const org = await lockOrganizationRow(tx, organizationId);
   if (!org) throw errors.notFound('Organization');
-  const { tasksLimit } = effectiveLimits(org.plan, org.limit_overrides);
-  if ((await countActiveTasks(tx, organizationId)) >= tasksLimit) {
-    throw errors.planLimit(
-      `The ${org.plan} plan allows ${tasksLimit} active tasks; pause or delete one, or upgrade the plan`,
-    );
-  }
+  return { plan: org.plan, tasksLimit: effectiveLimits(org.plan, org.limit_overrides).tasksLimit };
+}
+
+const tasksLimitReached = ({ plan, tasksLimit }: { plan: Plan; tasksLimit: number }) =>
+  errors.planLimit(
+    `The ${plan} plan allows ${tasksLimit} active tasks; pause or delete one, or upgrade the plan`,
+  );
+
+async function checkTasksLimit(tx: Queryable, organizationId: string): Promise<void> {
+  const limit = await lockTasksLimit(tx, organizationId);
+  if ((await countActiveTasks(tx, organizationId)) >= limit.tasksLimit) throw tasksLimitReached(limit);
 }
 
 const destinationRows = (list: TaskCreateBody['destinations']) =>
@@ -179,14 +189,25 @@ export async function createTask(deps: Deps, organizationId: string, body: TaskC
   fields.next_run_at = firstSlot(scheduleSpecOf(fields), now);
   const id = newId();
   await deps.db.transaction(async (tx) => {
-    await checkTasksLimit(tx, organizationId);
+    const limit = await lockTasksLimit(tx, organizationId);
     await checkOwnership(tx, organizationId, body.skillIds, body.sourceIds);
-    await insertTask(tx, { id, organizationId, createdAt: now, ...fields });
-    await replaceTaskSkills(tx, id, body.skillIds ?? []);
-    await replaceTaskSources(tx, id, body.sourceIds ?? []);
-    await replaceTaskDestinations(tx, id, destinationRows(body.destinations), now);
-    // Schedulers sleep until the nearest slot they know of; this one may be nearer.
-    if (fields.next_run_at) await notify(tx, 'svc_tasks');
+    // One statement writes the task and its attachments, counts the active tasks under the
+    // lock taken above, and wakes the schedulers (this slot may be nearer than theirs).
+    const links = {
+      skillIds: body.skillIds ?? [],
+      sourceIds: body.sourceIds ?? [],
+      destinations: destinationRows(body.destinations),
+    };
+    if (
+      !(await insertTaskWithLinks(
+        tx,
+        { id, organizationId, createdAt: now, ...fields },
+        links,
+        limit.tasksLimit,
+      ))
+    ) {
+      throw tasksLimitReached(limit);
+    }
   });
   return getTask(deps, organizationId, id);
 }

@@ -1,4 +1,5 @@
 import type { Queryable } from '../db.ts';
+import type { OrganizationRow } from './organizations.ts';
 
 export interface TaskRow {
   id: string;
@@ -92,16 +93,62 @@ const TASK_COLUMNS = [
 
 const values = (f: TaskFields) => TASK_COLUMNS.map((c) => f[c]);
 
-export async function insertTask(
+export interface NewTaskLinks {
+  skillIds: readonly string[];
+  sourceIds: readonly string[];
+  destinations: readonly { id: string; type: string; value: string; label: string | null }[];
+}
+
+/**
+ * Inserts a new active task with its skills, sources and destinations in one statement, only
+ * while the organization has fewer than `activeLimit` active tasks (the caller holds the
+ * organization's row lock, so the count is exact); wakes the schedulers when it has a slot.
+ * Returns false when the limit refused it.
+ */
+export async function insertTaskWithLinks(
   db: Queryable,
   row: { id: string; organizationId: string; createdAt: Date } & TaskFields,
-): Promise<void> {
+  links: NewTaskLinks,
+  activeLimit: number,
+): Promise<boolean> {
   const cols = TASK_COLUMNS.join(', ');
   const params = TASK_COLUMNS.map((_, i) => `$${i + 4}`).join(', ');
-  await db.query(
-    `INSERT INTO tasks (id, organization_id, created_at, ${cols}) VALUES ($1, $2, $3, ${params})`,
-    [row.id, row.organizationId, row.createdAt, ...values(row)],
+  const n = TASK_COLUMNS.length + 4;
+  const rows = await db.query(
+    `WITH task AS (
+       INSERT INTO tasks (id, organization_id, created_at, ${cols})
+       SELECT $1, $2, $3, ${params}
+        WHERE (SELECT count(*) FROM tasks WHERE organization_id = $2 AND status = 'active') < $${n}
+       RETURNING id, next_run_at
+     ), skills AS (
+       INSERT INTO task_skills (task_id, skill_id, position)
+       SELECT task.id, u.id, u.ord FROM task, unnest($${n + 1}::uuid[]) WITH ORDINALITY AS u(id, ord)
+     ), sources AS (
+       INSERT INTO task_sources (task_id, source_id, position)
+       SELECT task.id, u.id, u.ord FROM task, unnest($${n + 2}::uuid[]) WITH ORDINALITY AS u(id, ord)
+     ), destinations AS (
+       INSERT INTO task_destinations (id, task_id, type, value, label, position, created_at)
+       SELECT u.id, task.id, u.type, u.value, u.label, u.ord, $3
+         FROM task, unnest($${n + 3}::uuid[], $${n + 4}::text[], $${n + 5}::text[], $${n + 6}::text[])
+                    WITH ORDINALITY AS u(id, type, value, label, ord)
+     )
+     SELECT task.id, CASE WHEN task.next_run_at IS NOT NULL THEN pg_notify('svc_tasks', '') END AS woke
+       FROM task`,
+    [
+      row.id,
+      row.organizationId,
+      row.createdAt,
+      ...values(row),
+      activeLimit,
+      links.skillIds,
+      links.sourceIds,
+      links.destinations.map((d) => d.id),
+      links.destinations.map((d) => d.type),
+      links.destinations.map((d) => d.value),
+      links.destinations.map((d) => d.label),
+    ],
   );
+  return rows.length > 0;
 }
 
 /** Writes every updatable column (the caller merges the patch into the current row). */
@@ -137,8 +184,19 @@ export async function lockTask(db: Queryable, organizationId: string, id: string
 }
 
 /** Serialises task creation and resumption per organization, so tasksLimit cannot be raced past. */
-export async function lockOrganizationRow(db: Queryable, organizationId: string): Promise<void> {
-  await db.query('SELECT id FROM organizations WHERE id = $1 FOR UPDATE', [organizationId]);
+/**
+ * Locks the organization's row (task limits are checked under it) and returns its plan, or
+ * undefined when there is no such organization.
+ */
+export async function lockOrganizationRow(
+  db: Queryable,
+  organizationId: string,
+): Promise<Pick<OrganizationRow, 'plan' | 'limit_overrides'> | undefined> {
+  const [row] = await db.query<Pick<OrganizationRow, 'plan' | 'limit_overrides'>>(
+    'SELECT plan, limit_overrides FROM organizations WHERE id = $1 FOR UPDATE',
+    [organizationId],
+  );
+  return row;
 }
 
 export async function countActiveTasks(db: Queryable, organizationId: string): Promise<number> {
