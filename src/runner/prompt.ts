@@ -2,18 +2,30 @@ import type { RunSkill } from '../db/sql/run-context.ts';
 
 export type ChatMessage = { role: 'system' | 'user'; content: string };
 
+/**
+ * Formatters by time zone: building an Intl.DateTimeFormat costs far more than using one, and a
+ * busy worker formats the same few zones over and over. Zone names are validated on input, so
+ * the map stays as small as the set of zones tasks use.
+ */
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
 function localDateTime(instant: Date, timeZone: string): string {
-  return new Intl.DateTimeFormat('en-GB', {
-    timeZone,
-    weekday: 'long',
-    year: 'numeric',
-    month: 'long',
-    day: 'numeric',
-    hour: '2-digit',
-    minute: '2-digit',
-    hourCycle: 'h23',
-    timeZoneName: 'short',
-  }).format(instant);
+  let format = formatters.get(timeZone);
+  if (!format) {
+    format = new Intl.DateTimeFormat('en-GB', {
+      timeZone,
+      weekday: 'long',
+      year: 'numeric',
+      month: 'long',
+      day: 'numeric',
+      hour: '2-digit',
+      minute: '2-digit',
+      hourCycle: 'h23',
+      timeZoneName: 'short',
+    });
+    formatters.set(timeZone, format);
+  }
+  return format.format(instant);
 }
 
 /**
