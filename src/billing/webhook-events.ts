@@ -37,6 +37,78 @@ async function organizationOf(
   return claimed && UUID.test(claimed) ? findOrganization(db, claimed.toLowerCase()) : undefined;
 }
 
+/** A Stripe id or status as the database can store it. */
+const isText = (v: unknown): v is string =>
+  typeof v === 'string' && v.length > 0 && v.length <= 255 && !v.includes('\u0000') && v.isWellFormed();
+/** Unix seconds that make a date (and a PostgreSQL timestamp). */
+const isSeconds = (v: unknown): v is number =>
+  Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) < 1e11;
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Where a signed event lacks what `applyEvent` reads for its type, as a JSON pointer into the
+ * body with the reason; undefined when the event can be applied. Stripe never sends such an
+ * event, but a valid signature must not be enough to make the service fail.
+ */
+export function malformedEvent(event: unknown): { path: string; message: string } | undefined {
+  if (!isObject(event)) return { path: '', message: 'must be an object' };
+  if (!isText(event.id)) return { path: '/id', message: 'must be a Stripe event id' };
+  if (!isText(event.type)) return { path: '/type', message: 'must be an event type' };
+  if (!isSeconds(event.created)) return { path: '/created', message: 'must be Unix seconds' };
+  const data = event.data;
+  if (!isObject(data) || !isObject(data.object))
+    return { path: '/data/object', message: 'must be an object' };
+  const object = data.object;
+  const at = (key: string) => `/data/object/${key}`;
+  const optionalText = (key: string) => {
+    const v = object[key];
+    return v === undefined || v === null || isText(v)
+      ? undefined
+      : { path: at(key), message: 'must be a string' };
+  };
+  const customer = () => {
+    const v = object.customer;
+    if (v === undefined || v === null || isText(v) || (isObject(v) && isText(v.id))) return undefined;
+    return { path: at('customer'), message: 'must be a customer id or a customer' };
+  };
+  const metadata = () => {
+    const v = object.metadata;
+    if (v === undefined || v === null) return undefined;
+    if (!isObject(v)) return { path: at('metadata'), message: 'must be an object' };
+    const claimed = v.organizationId;
+    return claimed === undefined || claimed === null || typeof claimed === 'string'
+      ? undefined
+      : { path: at('metadata/organizationId'), message: 'must be a string' };
+  };
+  switch (event.type) {
+    case 'customer.subscription.created':
+    case 'customer.subscription.updated':
+    case 'customer.subscription.deleted':
+    case 'customer.subscription.paused':
+    case 'customer.subscription.resumed':
+      if (!isText(object.id)) return { path: at('id'), message: 'must be a subscription id' };
+      if (!isText(object.status)) return { path: at('status'), message: 'must be a subscription status' };
+      return customer() ?? metadata();
+    case 'invoice.paid': {
+      const lines = isObject(object.lines) && Array.isArray(object.lines.data) ? object.lines.data : [];
+      const line = lines[0];
+      const start = isObject(line) && isObject(line.period) ? line.period.start : undefined;
+      if (start !== undefined && start !== null && !isSeconds(start)) {
+        return { path: at('lines/data/0/period/start'), message: 'must be Unix seconds' };
+      }
+      if ((start === undefined || start === null) && !isSeconds(object.period_end)) {
+        return { path: at('period_end'), message: 'must be Unix seconds' };
+      }
+      return customer() ?? metadata();
+    }
+    case 'checkout.session.completed':
+      return customer() ?? optionalText('client_reference_id');
+    default:
+      return undefined;
+  }
+}
+
 async function applyEvent(tx: Queryable, event: Stripe.Event): Promise<WebhookOutcome> {
   const eventAt = new Date(event.created * 1000);
   switch (event.type) {

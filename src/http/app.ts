@@ -3,7 +3,7 @@ import type { Deps } from '../domain/deps.ts';
 import { errors } from '../lib/errors.ts';
 import { registerDashboard } from '../web/plugin.ts';
 import { installAuth } from './plugins/auth.ts';
-import { installErrorHandling } from './plugins/errors.ts';
+import { installErrorHandling, sendError, toAppError } from './plugins/errors.ts';
 import { installObservability, requestId } from './plugins/observability.ts';
 import { installOpenApi, installOpenApiRoutes } from './plugins/openapi.ts';
 import { installValidators } from './plugins/validation.ts';
@@ -26,6 +26,36 @@ import type { App } from './types.ts';
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 
 /**
+ * Path parameters up to this length reach their route (and its validation, after
+ * authentication); Node refuses request heads above 16 KiB anyway.
+ */
+const MAX_PARAM_LENGTH = 16 * 1024;
+
+/**
+ * A path segment whose percent-escapes do not decode (`%`, `%zz`, `%ED%A0%80`) is taken as
+ * literal text, so the request is routed, authenticated and validated like any other: a
+ * malformed id is a 400 with its path, after the 401 of a missing key, in the one envelope.
+ */
+export function literalBadEscapes(url: string): string {
+  const query = url.indexOf('?');
+  const path = query === -1 ? url : url.slice(0, query);
+  if (!path.includes('%')) return url;
+  const fixed = path
+    .split('/')
+    .map((segment) => {
+      if (!segment.includes('%')) return segment;
+      try {
+        decodeURIComponent(segment);
+        return segment;
+      } catch {
+        return segment.replaceAll('%', '%25');
+      }
+    })
+    .join('/');
+  return query === -1 ? fixed : fixed + url.slice(query);
+}
+
+/**
  * What the app serves: `full` is the api role; `operations` is only /healthz, /readyz and
  * /metrics, for processes without the api role (a scheduler or a worker must still be
  * observable and probe-able).
@@ -46,7 +76,14 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
     forceCloseConnections: 'idle',
     // Requests arriving during shutdown are answered by our own hook, in the envelope.
     return503OnClosing: false,
-    routerOptions: { ignoreTrailingSlash: true },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
+    rewriteUrl: (req) => literalBadEscapes(req.url ?? '/'),
+    // What the router itself refuses (an undecodable URL, an over-long parameter) answers in the
+    // envelope too; no hook has run, so the request id is set here.
+    frameworkErrors: (err, request, reply) => {
+      reply.header('x-request-id', request.id);
+      return sendError(reply, toAppError(err));
+    },
   }).withTypeProvider() as unknown as App;
 
   // Every route the server serves, as registered; the OpenAPI document must list them all.

@@ -37,21 +37,40 @@ function validationDetails(part: string, issues: AjvIssue[]): ErrorDetail[] {
   });
 }
 
-/** Framework errors (parsing, limits, routing) mapped onto the catalogue. */
-const FASTIFY_CODES: Record<string, { code: ErrorCode; message?: string }> = {
+/**
+ * Framework errors (parsing, limits, routing) mapped onto the catalogue. A validation error
+ * names the part of the request that failed in its one `details` entry, like every other.
+ */
+const FASTIFY_CODES: Record<string, { code: ErrorCode; message: string; detail?: ErrorDetail }> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: {
     code: 'unsupported_media_type',
     message: 'Content-Type must be application/json',
   },
   FST_ERR_CTP_BODY_TOO_LARGE: { code: 'payload_too_large', message: 'Request body is larger than 1 MiB' },
-  FST_ERR_CTP_INVALID_JSON_BODY: { code: 'validation_error', message: 'Request body is not valid JSON' },
+  FST_ERR_CTP_INVALID_JSON_BODY: {
+    code: 'validation_error',
+    message: 'Request body is not valid JSON',
+    detail: { path: '/body', message: 'is not valid JSON' },
+  },
   FST_ERR_CTP_EMPTY_JSON_BODY: {
     code: 'validation_error',
     message: 'Request body is empty; send a JSON object',
+    detail: { path: '/body', message: 'is empty' },
   },
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: {
     code: 'validation_error',
     message: 'Content-Length does not match the body',
+    detail: { path: '/headers/content-length', message: 'does not match the body' },
+  },
+  FST_ERR_BAD_URL: {
+    code: 'validation_error',
+    message: 'The URL is not validly percent-encoded',
+    detail: { path: '/path', message: 'is not validly percent-encoded' },
+  },
+  FST_ERR_MAX_PARAM_LENGTH: {
+    code: 'validation_error',
+    message: 'A path parameter of the URL is too long',
+    detail: { path: '/path', message: 'has a parameter that is too long' },
   },
 };
 
@@ -94,8 +113,12 @@ export function toAppError(err: FastifyError | AppError | Error): AppError {
     );
   }
   const known = fe.code ? FASTIFY_CODES[fe.code] : undefined;
-  if (known) return new AppError(known.code, known.message ?? fe.message);
-  if (err instanceof SyntaxError) return new AppError('validation_error', 'Request body is not valid JSON');
+  if (known) return new AppError(known.code, known.message, known.detail && { details: [known.detail] });
+  if (err instanceof SyntaxError) {
+    return new AppError('validation_error', 'Request body is not valid JSON', {
+      details: [{ path: '/body', message: 'is not valid JSON' }],
+    });
+  }
   if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
     return new AppError(STATUS_CODES[fe.statusCode] ?? 'validation_error', fe.message);
   }

@@ -1,5 +1,6 @@
 import { Ajv, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';
+import type { FastifySchemaValidationError } from 'fastify';
 import type { App } from '../types.ts';
 
 // ajv-formats is CommonJS: under ESM its default import is the plugin function itself.
@@ -7,15 +8,79 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
 const common: Options = { allErrors: true, useDefaults: true, removeAdditional: false, strict: false };
 
+/** Text problems beyond this many are not listed (like schema failures). */
+const MAX_TEXT_ISSUES = 20;
+
+type TextIssue = FastifySchemaValidationError;
+
+const pointer = (segment: string) => segment.replaceAll('~', '~0').replaceAll('/', '~1');
+
+/** Why a string cannot be stored as sent, or undefined when it can. */
+function textProblem(value: string): string | undefined {
+  if (value.includes('\u0000')) return 'must not contain the NUL character (U+0000)';
+  if (!value.isWellFormed()) return 'must be well-formed Unicode (it has a lone UTF-16 surrogate)';
+  return undefined;
+}
+
+/**
+ * Strings of a JSON body (values and names) that PostgreSQL cannot store as sent: NUL is
+ * refused by its text types, and a lone surrogate would silently become U+FFFD. Walked
+ * without recursion, so a deeply nested body cannot exhaust the stack.
+ */
+function textIssues(body: unknown): TextIssue[] {
+  const issues: TextIssue[] = [];
+  const stack: [unknown, string][] = [[body, '']];
+  while (stack.length > 0 && issues.length < MAX_TEXT_ISSUES) {
+    const [value, path] = stack.pop() as [unknown, string];
+    if (typeof value === 'string') {
+      const message = textProblem(value);
+      if (message) issues.push({ instancePath: path, schemaPath: '', keyword: 'text', message, params: {} });
+    } else if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--) stack.push([value[i], `${path}/${i}`]);
+    } else if (value !== null && typeof value === 'object') {
+      const keys = Object.keys(value);
+      for (let i = keys.length - 1; i >= 0; i--) {
+        const key = keys[i] as string;
+        const at = `${path}/${pointer(key)}`;
+        const message = textProblem(key);
+        if (message)
+          issues.push({
+            instancePath: at,
+            schemaPath: '',
+            keyword: 'text',
+            message: `its name ${message}`,
+            params: {},
+          });
+        stack.push([(value as Record<string, unknown>)[key], at]);
+      }
+    }
+  }
+  return issues;
+}
+
+type Validate = ((data: unknown) => boolean) & { errors?: FastifySchemaValidationError[] | null };
+
 /**
  * Two validators: request bodies are JSON and keep their types exactly (a number where a
  * string belongs is a 400, not silently coerced); query strings and path parameters are text,
- * so they are coerced to the schema's types.
+ * so they are coerced to the schema's types. A body that passes its schema must also hold only
+ * text the database can store (see `textIssues`).
  */
 export function installValidators(app: App): void {
   const bodyAjv = addFormats(new Ajv({ ...common, coerceTypes: false }));
   const textAjv = addFormats(new Ajv({ ...common, coerceTypes: 'array' }));
-  app.setValidatorCompiler(({ schema, httpPart }) =>
-    (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object),
-  );
+  app.setValidatorCompiler(({ schema, httpPart }) => {
+    if (httpPart !== 'body') return textAjv.compile(schema as object);
+    const validate = bodyAjv.compile(schema as object);
+    const checked: Validate = (data) => {
+      if (!validate(data)) {
+        checked.errors = (validate.errors as FastifySchemaValidationError[] | null | undefined) ?? null;
+        return false;
+      }
+      const issues = textIssues(data);
+      checked.errors = issues.length > 0 ? issues : null;
+      return issues.length === 0;
+    };
+    return checked;
+  });
 }

@@ -1,7 +1,7 @@
 import Stripe from 'stripe';
 import { Type } from 'typebox';
 import { createCheckoutSession, createPortalSession } from '../../billing/sessions.ts';
-import { handleStripeEvent } from '../../billing/webhook-events.ts';
+import { handleStripeEvent, malformedEvent } from '../../billing/webhook-events.ts';
 import type { Deps } from '../../domain/deps.ts';
 import { errors } from '../../lib/errors.ts';
 import { BillingSession, BillingSessionBody } from '../../schemas/billing.ts';
@@ -65,15 +65,27 @@ export function billingRoutes(app: App, deps: Deps): void {
         }
         const signature = request.headers['stripe-signature'];
         if (typeof signature !== 'string' || !Buffer.isBuffer(request.body)) {
-          throw errors.validation('A Stripe-Signature header and a JSON body are required');
+          throw errors.validation('A Stripe-Signature header and a JSON body are required', [
+            typeof signature === 'string'
+              ? { path: '/body', message: 'is required' }
+              : { path: '/headers/stripe-signature', message: 'is required' },
+          ]);
         }
         let event: Stripe.Event;
         try {
           event = Stripe.webhooks.constructEvent(request.body, signature, secret);
         } catch (err) {
-          throw errors.validation(
-            `The Stripe signature is not valid: ${err instanceof Error ? err.message : 'unknown reason'}`,
-          );
+          const reason = err instanceof Error ? err.message : 'unknown reason';
+          throw errors.validation(`The Stripe signature is not valid: ${reason}`, [
+            { path: '/headers/stripe-signature', message: `is not valid: ${reason}` },
+          ]);
+        }
+        const problem = malformedEvent(event);
+        if (problem) {
+          const path = `/body${problem.path}`;
+          throw errors.validation(`The Stripe event is malformed: ${path} ${problem.message}`, [
+            { path, message: problem.message },
+          ]);
         }
         await handleStripeEvent(deps, event);
         return { received: true };
