@@ -4,6 +4,13 @@
 // are refused. The check runs twice: before the request, on the URL's host (for a clear
 // message), and again in the connection's DNS lookup, so a redirect or a DNS answer that
 // changes between the two (rebinding) cannot reach a private address either.
+//
+// Test seam: setOutboundNetwork() replaces how host names are resolved (node:dns by default),
+// for both checks, so a test can answer one address to the pre-request check and another to
+// the connection (rebinding) without any real DNS. It can also name host names under the
+// reserved `.test` domain whose answers the guard takes as public, so a loopback server can
+// stand in for a public one (a redirect from an allowed origin to a private one). Production
+// never calls it, and no other name can be exempted.
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { Agent, WebSocket as UndiciWebSocket, fetch as undiciFetch } from 'undici';
@@ -30,7 +37,7 @@ export class OutboundUrlError extends Error {
 const blocked = new BlockList();
 // IPv4: "this network", private, carrier-grade NAT, loopback, link-local, IETF protocol
 // assignments, documentation ranges, benchmarking, multicast and reserved, broadcast.
-for (const [net, prefix] of [
+const BLOCKED_V4 = [
   ['0.0.0.0', 8],
   ['10.0.0.0', 8],
   ['100.64.0.0', 10],
@@ -45,15 +52,24 @@ for (const [net, prefix] of [
   ['203.0.113.0', 24],
   ['224.0.0.0', 4],
   ['240.0.0.0', 4],
-] as const) {
+] as const;
+for (const [net, prefix] of BLOCKED_V4) {
   blocked.addSubnet(net, prefix, 'ipv4');
+  // The same range inside a 6to4 address (2002:AABB:CCDD::/48 carries a.b.c.d).
+  const [a = 0, b = 0, c = 0, d = 0] = net.split('.').map(Number);
+  const hex = (hi: number, lo: number) => ((hi << 8) | lo).toString(16);
+  blocked.addSubnet(`2002:${hex(a, b)}:${hex(c, d)}::`, 16 + prefix, 'ipv6');
 }
-// IPv6: unspecified, loopback, NAT64 of the IPv4 ranges, discard, documentation, unique local,
-// link-local, site-local (deprecated), multicast.
+// IPv6: unspecified, loopback and the deprecated IPv4-compatible addresses (::a.b.c.d, which
+// some stacks still route to the IPv4 address), IPv4-translated addresses (::ffff:0:a.b.c.d),
+// NAT64 of the IPv4 ranges (well-known and local-use prefixes), discard, documentation,
+// unique local, link-local, site-local (deprecated), multicast.
 for (const [net, prefix] of [
-  ['::', 128],
+  ['::', 96],
   ['::1', 128],
+  ['::ffff:0:0:0', 96],
   ['64:ff9b::', 96],
+  ['64:ff9b:1::', 48],
   ['100::', 64],
   ['2001:db8::', 32],
   ['fc00::', 7],
@@ -82,6 +98,53 @@ const refusal = (host: string, address: string) =>
 /** URL hosts keep IPv6 literals in brackets. */
 const bareHost = (hostname: string) => hostname.replace(/^\[(.*)\]$/, '$1');
 
+/** Which of the two checks a name is resolved for. */
+export type ResolveUse = 'check' | 'connect';
+
+/** How the guard resolves host names, replaceable in tests (see setOutboundNetwork). */
+export interface OutboundNetwork {
+  /** Every address of `hostname`; fails with an error carrying a `code` (ENOTFOUND…) when none. */
+  resolve(hostname: string, use: ResolveUse): Promise<LookupAddress[]>;
+  /**
+   * Host names under the reserved `.test` domain (RFC 6761: never in the real DNS) whose
+   * addresses are taken as public, whatever they are. Names outside `.test` are ignored.
+   */
+  publicTestHosts?: readonly string[];
+}
+
+let network: OutboundNetwork | undefined;
+
+/**
+ * Replaces how the guard resolves host names (undefined restores node:dns). For tests only:
+ * the service never calls it. Connections pooled by the dispatcher are kept, so a test should
+ * use a host name per scenario.
+ */
+export function setOutboundNetwork(replacement: OutboundNetwork | undefined): void {
+  network = replacement;
+}
+
+const normalName = (hostname: string) => hostname.toLowerCase().replace(/\.$/, '');
+
+/** A `.test` host name the test network stands in for a public host. */
+function isPublicStandIn(hostname: string): boolean {
+  const name = normalName(hostname);
+  return name.endsWith('.test') && (network?.publicTestHosts ?? []).some((h) => normalName(h) === name);
+}
+
+/** The addresses of a host name: the test network's answer, else node:dns (`options` passed on). */
+function resolveHost(
+  hostname: string,
+  use: ResolveUse,
+  options: Record<string, unknown> = {},
+): Promise<LookupAddress[]> {
+  if (network) return network.resolve(hostname, use);
+  return new Promise((resolve, reject) =>
+    dnsLookup(hostname, { ...options, all: true }, (err, found: LookupAddress[]) =>
+      err ? reject(err) : resolve(found),
+    ),
+  );
+}
+
 /**
  * Checks a URL before a request: its scheme is one of `protocols`, and (unless private
  * addresses are allowed) every address its host resolves to is public. Throws OutboundUrlError.
@@ -109,35 +172,38 @@ export async function assertOutboundUrl(
   }
   if (policy.allowPrivateUrls) return parsed;
   const host = bareHost(parsed.hostname);
-  const addresses = isIP(host)
-    ? [host]
-    : await new Promise<string[]>((resolve, reject) =>
-        dnsLookup(host, { all: true }, (err, found) =>
-          err
-            ? reject(
-                new OutboundUrlError(
-                  `${host} could not be resolved (${err.code ?? err.message})`,
-                  'unresolvable',
-                ),
-              )
-            : resolve(found.map((a) => a.address)),
-        ),
-      );
-  for (const address of addresses) if (isPrivateAddress(address)) throw refusal(host, address);
+  if (isIP(host)) {
+    if (isPrivateAddress(host)) throw refusal(host, host);
+    return parsed;
+  }
+  let found: LookupAddress[];
+  try {
+    found = await resolveHost(host, 'check');
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    throw new OutboundUrlError(`${host} could not be resolved (${e.code ?? e.message})`, 'unresolvable');
+  }
+  if (found.length === 0)
+    throw new OutboundUrlError(`${host} could not be resolved (no address)`, 'unresolvable');
+  if (isPublicStandIn(host)) return parsed;
+  for (const { address } of found) if (isPrivateAddress(address)) throw refusal(host, address);
   return parsed;
 }
 
 /** A DNS lookup for sockets that fails when the host resolves to a non-public address. */
 const guardedLookup: LookupFunction = (hostname, options, callback) => {
-  dnsLookup(hostname, { ...options, all: true }, (err, found: LookupAddress[]) => {
-    if (err) return callback(err, '', 0);
-    const bad = found.find((a) => isPrivateAddress(a.address));
-    if (bad) return callback(refusal(hostname, bad.address) as NodeJS.ErrnoException, '', 0);
-    if (options.all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, found);
-    const first = found[0];
-    if (!first) return callback(new Error(`${hostname} has no address`) as NodeJS.ErrnoException, '', 0);
-    return callback(null, first.address, first.family);
-  });
+  const { all, ...rest } = options;
+  resolveHost(hostname, 'connect', rest).then(
+    (found) => {
+      const bad = isPublicStandIn(hostname) ? undefined : found.find((a) => isPrivateAddress(a.address));
+      if (bad) return callback(refusal(hostname, bad.address) as NodeJS.ErrnoException, '', 0);
+      if (all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, found);
+      const first = found[0];
+      if (!first) return callback(new Error(`${hostname} has no address`) as NodeJS.ErrnoException, '', 0);
+      return callback(null, first.address, first.family);
+    },
+    (err: NodeJS.ErrnoException) => callback(err, '', 0),
+  );
 };
 
 let guardedAgent: Agent | undefined;

@@ -22,7 +22,7 @@ import {
   operationRequest,
   operationsFromOpenApi,
 } from './openapi-tools.ts';
-import { secretValues } from './redact.ts';
+import { credentialValues, secretValues } from './redact.ts';
 import type {
   ConnectErrorType,
   ConnectOptions,
@@ -248,6 +248,7 @@ export async function connectApiSource(
     fetch: options.fetch,
     // What a message must never show: the stored secrets and the values sent for auth.
     secrets: secretValues(source, [...Object.values(auth.headers), ...Object.values(auth.query)]),
+    credentials: credentialValues(source),
   };
   const found = await loadDocument(ctx, source.config.openapiUrl, options.signal);
   if (!found.ok) return found;

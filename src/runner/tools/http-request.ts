@@ -111,6 +111,8 @@ export interface ApiContext {
   fetch: FetchLike;
   /** Values to blank out of error messages. */
   secrets: string[];
+  /** The credentials' forms to blank out of the answers the model reads (see credentialValues). */
+  credentials: string[];
 }
 
 /** The base URL's path without its trailing slash ('' for the root). */
@@ -199,7 +201,10 @@ export async function send(
     let text: string;
     if (isTextual(type)) {
       const read = await readBodyText(response, MAX_RESPONSE_BYTES);
-      text = read.truncated ? `${read.text}\n[body cut at ${MAX_RESPONSE_BYTES} bytes]` : read.text;
+      // An API that echoes the request (a debugging endpoint, an error page) must not hand the
+      // model the source's credentials.
+      const body = redact(read.text, ctx.credentials);
+      text = read.truncated ? `${body}\n[body cut at ${MAX_RESPONSE_BYTES} bytes]` : body;
     } else {
       await response.body?.cancel();
       text = `[${type} body not shown]`;

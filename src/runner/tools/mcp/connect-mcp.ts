@@ -7,7 +7,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { FetchLike } from '../../../lib/outbound.ts';
 import { applySourceAuth, withAuthQuery } from '../auth.ts';
-import { redact, secretValues } from '../redact.ts';
+import { redact, redactExcerpt, secretValues } from '../redact.ts';
 import {
   type ConnectErrorType,
   type ConnectOptions,
@@ -97,7 +97,11 @@ async function connectStdio(
     const status = transport.unaskedExit;
     if (!status) return undefined;
     const how = status.signal ? `was killed by ${status.signal}` : `exited with code ${status.code}`;
-    const stderr = transport.stderrText().trim().slice(0, STDERR_IN_MESSAGE_CHARS);
+    // Blanked before it is cut short: the kept stderr is itself the tail of a longer output, and
+    // a secret cut in two by either cut would no longer match it.
+    const stderr = redactExcerpt(transport.stderrText(), secretValues(source))
+      .trim()
+      .slice(0, STDERR_IN_MESSAGE_CHARS);
     return `the server ${how}${stderr ? `; its stderr: ${stderr}` : ' (nothing on stderr)'}`;
   };
   try {
