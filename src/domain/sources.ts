@@ -54,6 +54,18 @@ export function openSourceSecrets(
   return { env: opened.env ?? {}, credentials: opened.credentials ?? {} };
 }
 
+/** The stored secrets, or undefined when they do not open (sealed for another row, or with another key). */
+function tryOpenSourceSecrets(
+  deps: Pick<Deps, 'secretBox'>,
+  row: Pick<SourceRow, 'id' | 'organization_id' | 'secrets_sealed'>,
+): SourceSecrets | undefined {
+  try {
+    return openSourceSecrets(deps, row);
+  } catch {
+    return undefined;
+  }
+}
+
 function sealSecrets(
   deps: Pick<Deps, 'secretBox'>,
   organizationId: string,
@@ -89,6 +101,9 @@ export function sourceView(row: SourceRow): Source {
 }
 
 const MASK_MISSING = `is ${SECRET_MASK}, the mask of a stored secret, but no value is stored for it; send the value`;
+const UNREADABLE =
+  'the stored secrets of this source cannot be decrypted (sealed for another source, or with another SVC_SECRET_KEY)';
+const MASK_UNREADABLE = `is ${SECRET_MASK}, the mask of a stored secret, but ${UNREADABLE}; send the value`;
 
 /** A secret value of a request: the mask stands for the stored value of the same key. */
 function resolveSecret(
@@ -277,8 +292,28 @@ export async function updateSource(
     let authConfig = current.auth_config;
     let secretsSealed = current.secrets_sealed;
     if (body.config !== undefined || body.authConfig !== undefined) {
-      const previous = openSourceSecrets(deps, current);
+      // Secrets that do not open are replaced by the values sent now; nothing is kept of them,
+      // so a value left out (or sent as the mask) is asked for rather than silently lost.
+      const opened = tryOpenSourceSecrets(deps, current);
+      const previous = opened ?? { env: {}, credentials: {} };
       const details: ErrorDetail[] = [];
+      if (!opened) {
+        if (body.config === undefined && Object.keys(current.config.env ?? {}).length > 0) {
+          details.push({
+            path: '/body/config',
+            message: `is required: ${UNREADABLE}; send config with its env values`,
+          });
+        }
+        if (
+          body.authConfig === undefined &&
+          CREDENTIAL_KEYS.some((k) => current.auth_config?.[k] !== undefined)
+        ) {
+          details.push({
+            path: '/body/authConfig',
+            message: `is required: ${UNREADABLE}; send authConfig with its credentials`,
+          });
+        }
+      }
       let env = previous.env;
       let credentials = previous.credentials;
       if (body.config !== undefined) {
@@ -287,6 +322,7 @@ export async function updateSource(
       if (body.authConfig !== undefined) {
         ({ authConfig, credentials } = prepareAuthConfig(body.authConfig, previous.credentials, details));
       }
+      if (!opened) for (const d of details) if (d.message === MASK_MISSING) d.message = MASK_UNREADABLE;
       throwIfInvalid(details);
       secretsSealed = sealSecrets(deps, organizationId, id, { env, credentials });
     }
