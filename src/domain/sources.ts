@@ -10,6 +10,7 @@ import {
 import { type ErrorDetail, errors } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';
 import { insertWithUniqueSlug, slugify } from '../lib/slug.ts';
+import { isLoaderVariable, LOADER_VARIABLE_MESSAGE } from '../runner/tools/mcp/loader-variables.ts';
 import {
   type AuthConfig,
   type AuthConfigInput,
@@ -182,6 +183,11 @@ function prepareConfig(
   }
 
   const env: Record<string, string> = {};
+  if (config.transport === 'stdio') {
+    for (const name of Object.keys(envInput ?? {})) {
+      if (isLoaderVariable(name)) details.push({ path: at(`env/${name}`), message: LOADER_VARIABLE_MESSAGE });
+    }
+  }
   for (const [name, value] of Object.entries(envInput ?? {})) {
     // Own keys only: a name such as `constructor` must not find Object.prototype's member.
     const previous = Object.hasOwn(previousEnv, name) ? previousEnv[name] : undefined;

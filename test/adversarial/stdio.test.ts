@@ -202,6 +202,37 @@ describe('stdio sources under attack', () => {
     assert.equal(existsSync(marker), false, 'nothing ran');
   });
 
+  test('config.env variables that make a program load other code are refused when the source is saved', async () => {
+    const importMarker = `--import=data:text/javascript,import fs from 'node:fs'; fs.writeFileSync(${JSON.stringify(marker)}, 'x')`;
+    for (const [name, value] of [
+      ['NODE_OPTIONS', importMarker],
+      ['node_options', importMarker],
+      ['LD_PRELOAD', '/tmp/evil.so'],
+      ['LD_LIBRARY_PATH', '/tmp'],
+      ['PYTHONPATH', '/tmp'],
+      ['BASH_ENV', '/tmp/evil.sh'],
+      ['PERL5OPT', '-Mevil'],
+    ]) {
+      const res = await createSource({
+        transport: 'stdio',
+        command: 'node',
+        args: echoArgs(),
+        env: { [name]: value },
+      });
+      assert.equal(res.status, 400, `${name}: ${res.raw}`);
+      assert.equal(res.body.error.details[0].path, `/body/config/env/${name}`);
+      assert.match(res.body.error.details[0].message, /load other code/);
+    }
+    const fine = await createSource({
+      transport: 'stdio',
+      command: 'node',
+      args: echoArgs(),
+      env: { GREETING: 'hi' },
+    });
+    assert.equal(fine.status, 201, fine.raw);
+    assert.equal(existsSync(marker), false, 'nothing ran');
+  });
+
   test('shell metacharacters in arguments reach the server as literal strings, at test and at run', async () => {
     const source = await create(svc, org, 'sources', {
       type: 'mcp',

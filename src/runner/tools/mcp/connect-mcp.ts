@@ -19,6 +19,7 @@ import {
   type ToolDefinition,
 } from '../types.ts';
 import { classify, errorText, httpStatus } from './classify-error.ts';
+import { isLoaderVariable, LOADER_VARIABLE_MESSAGE } from './loader-variables.ts';
 import { resultText } from './result-text.ts';
 import { DEFAULT_SEARCH_PATH, StdioMcpTransport, StdioServerError } from './stdio-transport.ts';
 import { WebSocketMcpTransport } from './websocket-transport.ts';
@@ -87,6 +88,9 @@ async function connectStdio(
       `command "${command}" is not one of the commands this service lets stdio sources run (SVC_STDIO_COMMANDS)`,
     );
   }
+  // Checked at each start too: a source stored before this rule existed is refused as well.
+  const loader = Object.keys(source.secrets.env).find(isLoaderVariable);
+  if (loader) return fail('refused', `config.env ${loader} ${LOADER_VARIABLE_MESSAGE}`);
   const transport = new StdioMcpTransport({
     command,
     args: source.config.args ?? [],
