@@ -41,16 +41,32 @@ export async function openPostgres(
     exec: base.exec,
     async transaction(fn) {
       const client = await pool.connect();
+      // The pool listens for errors only on idle clients. A connection lost while this one is
+      // checked out (server restart, network cut) is emitted on the client itself, and an
+      // 'error' event without a listener would end the process. The statement in progress
+      // fails with it (the caller sees the error), and the broken client is discarded.
+      let broken: Error | undefined;
+      const onLost = (err: Error) => {
+        broken ??= err;
+        onError(err);
+      };
+      client.on('error', onLost);
       try {
         await client.query('BEGIN');
         const result = await fn(wrap(client));
         await client.query('COMMIT');
         return result;
       } catch (err) {
-        await client.query('ROLLBACK').catch(() => undefined);
+        if (!broken) {
+          await client.query('ROLLBACK').catch((rollbackErr: Error) => {
+            broken ??= rollbackErr;
+          });
+        }
         throw err;
       } finally {
-        client.release();
+        client.off('error', onLost);
+        // Releasing with an error closes the client instead of returning it to the pool.
+        client.release(broken);
       }
     },
     listen: (channel, onNotify) => listenWithReconnect(url, channel, onNotify, onError),

@@ -57,6 +57,9 @@ function usageOf(wire: WireUsage | undefined): StepUsage {
 
 /** Settles with the promise, or rejects as soon as the signal aborts (the SDK's retry sleeps do not). */
 function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  // The SDK rejects the promise too when the signal aborts (already aborted: at once). It must
+  // be observed here: an unhandled rejection would end the whole process.
+  promise.catch(() => undefined);
   if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(signal.reason);
