@@ -31,6 +31,8 @@ interface ActiveRun {
   run: RunRow;
   controller: AbortController;
   done: Promise<void>;
+  /** Still loading or executing; false while only its result is being recorded. */
+  executing: boolean;
 }
 
 export class RunWorker {
@@ -43,6 +45,8 @@ export class RunWorker {
   #poll: NodeJS.Timeout | undefined;
   readonly #claims = new CoalescedTask(() => this.#claimPass());
   #stopping = false;
+  /** Runs loading or executing: what SVC_WORKER_CONCURRENCY bounds. */
+  #executing = 0;
   /** When expired leases were last looked for (database time, ms). */
   #leasesCheckedAt = Number.NEGATIVE_INFINITY;
 
@@ -111,11 +115,11 @@ export class RunWorker {
   async #claimFreeSlots(): Promise<void> {
     const { db, clock, config, metrics, log } = this.#deps;
     for (;;) {
-      const free = config.worker.concurrency - this.#active.size;
+      const free = config.worker.concurrency - this.#executing;
       if (free <= 0 || this.#stopping) return;
       const claimed = await db.transaction(async (tx) => {
-        await takeClaimLock(tx);
-        const now = await currentTime(tx, clock);
+        const lockedAt = await takeClaimLock(tx);
+        const now = clock.manual ? clock.now() : lockedAt;
         // Leases are looked at once per heartbeat interval, not at every claim: a lease expires
         // only leaseMs after its last renewal, so checking more often finds nothing sooner.
         if (
@@ -179,20 +183,33 @@ export class RunWorker {
       () => controller.abort('timeout' satisfies AbortReason),
       this.#deps.config.worker.runTimeoutMs,
     );
-    const active: ActiveRun = { run, controller, done: Promise.resolve() };
+    const active: ActiveRun = { run, controller, done: Promise.resolve(), executing: true };
     this.#active.set(run.id, active);
+    this.#executing++;
     this.#deps.metrics.runsInFlight.set(this.#active.size);
-    active.done = this.#execute(run, now, controller.signal)
+    active.done = this.#execute(run, now, controller.signal, () => this.#executionEnded(active))
       .catch((err) => this.#deps.log.error({ err, runId: run.id }, 'run execution crashed'))
       .finally(() => {
         clearTimeout(timeout);
+        this.#executionEnded(active);
         this.#active.delete(run.id);
         this.#deps.metrics.runsInFlight.set(this.#active.size);
-        this.wake();
       });
   }
 
-  async #execute(run: RunRow, startedAt: Date, signal: AbortSignal): Promise<void> {
+  /**
+   * The run's execution is over (its result may still be being recorded): its place goes to
+   * the next run at once, so claiming the next run overlaps recording this one. The lease is
+   * still renewed until the result is written.
+   */
+  #executionEnded(active: ActiveRun): void {
+    if (!active.executing) return;
+    active.executing = false;
+    this.#executing--;
+    this.wake();
+  }
+
+  async #execute(run: RunRow, startedAt: Date, signal: AbortSignal, executed: () => void): Promise<void> {
     const { db, clock, log, metrics } = this.#deps;
     const context = await loadRunContext(db, run.task_id);
     if (!context) return; // The task was deleted; its runs went with it.
@@ -209,6 +226,7 @@ export class RunWorker {
         if (!signal.aborted) throw err;
       }
     }
+    executed();
     const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
     switch (reason) {
       case 'lease_lost':

@@ -212,7 +212,7 @@ describe('stdio sources under attack', () => {
       ['PYTHONPATH', '/tmp'],
       ['BASH_ENV', '/tmp/evil.sh'],
       ['PERL5OPT', '-Mevil'],
-    ]) {
+    ] as const) {
       const res = await createSource({
         transport: 'stdio',
         command: 'node',

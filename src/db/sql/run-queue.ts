@@ -15,8 +15,14 @@ import type { RunRow } from './runs.ts';
  */
 const CLAIM_LOCK_KEY = 7_420_133_001;
 
-export async function takeClaimLock(tx: Queryable): Promise<void> {
-  await tx.query('SELECT pg_advisory_xact_lock($1)', [CLAIM_LOCK_KEY]);
+/** Takes the claim lock; returns the database's clock once it is held (one round trip for both). */
+export async function takeClaimLock(tx: Queryable): Promise<Date> {
+  const [row] = await tx.query<{ now: Date }>(
+    'SELECT clock_timestamp() AS now FROM (SELECT pg_advisory_xact_lock($1)) AS locked',
+    [CLAIM_LOCK_KEY],
+  );
+  if (!row) throw new Error('the claim lock query returned no row');
+  return row.now;
 }
 
 export interface ClaimOptions {
