@@ -42,3 +42,18 @@ export const postgresProfile = (poolSize: number): BackendProfile => ({
   shared: true,
   maxConcurrency: poolSize,
 });
+
+/**
+ * Whether an error means the database cannot be reached right now (connection refused, reset
+ * or lost, server shutting down or starting): worth retrying later, unlike a failed statement.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && (/^08/.test(code) || /^57P0[123]$/.test(code))) return true;
+  if (typeof code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE'].includes(code))
+    return true;
+  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
+    err.message,
+  );
+}

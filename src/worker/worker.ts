@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { queueUsageReport } from '../billing/usage-meter.ts';
-import type { Queryable } from '../db/db.ts';
+import { isDatabaseUnavailable, type Queryable } from '../db/db.ts';
 import { loadRunContext } from '../db/sql/run-context.ts';
 import {
   claimRuns,
@@ -23,6 +23,9 @@ import type { Deps } from '../domain/deps.ts';
 import { runLimitRefusal } from '../domain/run-limit.ts';
 import { CoalescedTask } from '../lib/coalesced-task.ts';
 import type { RunExecutor, RunResult } from '../runner/executor.ts';
+
+/** How long a finished run's result is retried while the database is unreachable. */
+const RECORD_RETRY_MS = 10 * 60_000;
 
 /** Why an execution was cut short. */
 type AbortReason = 'lease_lost' | 'shutdown' | 'timeout';
@@ -150,7 +153,7 @@ export class RunWorker {
   /** Runs whose worker stopped heartbeating: back to the queue, or failed after max attempts. */
   async #recoverExpiredLeases(tx: Queryable, now: Date): Promise<void> {
     const { config, metrics, log } = this.#deps;
-    const expired = await lockExpiredLeases(tx, now);
+    const expired = await lockExpiredLeases(tx, now, [...this.#active.keys()]);
     if (!expired.length) return;
     const retry = expired.filter((r) => r.attempts < config.worker.maxAttempts);
     const giveUp = expired.filter((r) => r.attempts >= config.worker.maxAttempts);
@@ -254,15 +257,17 @@ export class RunWorker {
         break;
     }
     if (!result) throw new Error('the executor returned no result without being aborted');
-    const finished = await finishRun(db, run.id, this.id, {
-      status: result.ok ? 'completed' : 'failed',
-      output: result.ok ? result.output : null,
-      error: result.ok ? null : result.message,
-      costCents: result.costCents,
-      tokensUsed: result.tokensUsed,
-      completedAt: statementTime(clock),
-      counted: result.ok || result.errorType !== 'plan_limit',
-    });
+    const finished = await this.#whileDatabaseReturns(run.id, signal, () =>
+      finishRun(db, run.id, this.id, {
+        status: result.ok ? 'completed' : 'failed',
+        output: result.ok ? result.output : null,
+        error: result.ok ? null : result.message,
+        costCents: result.costCents,
+        tokensUsed: result.tokensUsed,
+        completedAt: statementTime(clock),
+        counted: result.ok || result.errorType !== 'plan_limit',
+      }),
+    );
     if (!finished) {
       log.warn({ runId: run.id }, 'run result dropped: the lease was lost before it was recorded');
       return;
@@ -288,6 +293,30 @@ export class RunWorker {
       },
       'run finished',
     );
+  }
+
+  /**
+   * Writes a result, retrying while the database is unreachable (backoff up to 5 s, for up to
+   * 10 minutes, or until shutdown gives up on the run): the answer was paid for, and losing it
+   * would run the task again. A worker does not recover the leases of runs still in its hands,
+   * and the heartbeat renews them once the database is back; a write another worker overtook is refused by finishRun's lease
+   * check, never recorded twice.
+   */
+  async #whileDatabaseReturns<T>(runId: string, signal: AbortSignal, write: () => Promise<T>): Promise<T> {
+    const deadline = performance.now() + RECORD_RETRY_MS;
+    for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
+      try {
+        return await write();
+      } catch (err) {
+        const shutdown = signal.aborted && signal.reason === ('shutdown' satisfies AbortReason);
+        if (!isDatabaseUnavailable(err) || shutdown || performance.now() + delay > deadline) throw err;
+        this.#deps.log.warn(
+          { runId, err: (err as Error).message, retryInMs: delay },
+          'the run result could not be recorded: the database is unavailable; retrying',
+        );
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
   }
 
   async #renew(): Promise<void> {

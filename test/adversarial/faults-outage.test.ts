@@ -209,6 +209,17 @@ describe('PostgreSQL unreachable for a while', {
       [inFlightRun],
     );
     assert.equal(ledger[0]?.n, 1);
+    // Its answer was recorded once the database was back, not thrown away: the model was asked
+    // once and the run was started once (not re-executed after its lease expired).
+    assert.equal(
+      model.requests.filter((r) => r.body.messages.at(-1)?.content === inFlight.prompt).length,
+      1,
+      'the model was asked once',
+    );
+    const attempts = await backend.query<{ attempts: number }>('SELECT attempts FROM runs WHERE id = $1', [
+      inFlightRun,
+    ]);
+    assert.equal(attempts[0]?.attempts, 1);
   });
 });
 

@@ -89,15 +89,23 @@ export interface ExpiredLease {
   attempts: number;
 }
 
-/** Running runs whose lease has expired (their worker stopped heartbeating), locked for recovery. */
-export function lockExpiredLeases(tx: Queryable, now: Date): Promise<ExpiredLease[]> {
+/**
+ * Running runs whose lease has expired (their worker stopped heartbeating), locked for recovery.
+ * `alive` are the asking worker's own runs still in its hands: it knows they are alive (a lease
+ * it could not renew during a database outage is renewed when the database is back).
+ */
+export function lockExpiredLeases(
+  tx: Queryable,
+  now: Date,
+  alive: readonly string[],
+): Promise<ExpiredLease[]> {
   return tx.query<ExpiredLease>(
     `SELECT id, attempts FROM runs
-      WHERE status = 'running' AND lease_expires_at < $1
+      WHERE status = 'running' AND lease_expires_at < $1 AND NOT (id = ANY($2::uuid[]))
       ORDER BY lease_expires_at
       LIMIT 1000
       FOR UPDATE SKIP LOCKED`,
-    [now],
+    [now, alive],
   );
 }
 

@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { isDatabaseUnavailable } from '../../db/db.ts';
 import { AppError, type ErrorCode, type ErrorDetail, errorBody } from '../../lib/errors.ts';
 import type { App } from '../types.ts';
 
@@ -84,17 +85,6 @@ const STATUS_CODES: Record<number, ErrorCode> = {
   415: 'unsupported_media_type',
   429: 'rate_limited',
 };
-
-/** Errors that mean the database cannot be reached right now (SQLSTATE class 08, shutdowns, sockets). */
-function isDatabaseUnavailable(err: Error): boolean {
-  const code = (err as { code?: unknown }).code;
-  if (typeof code === 'string' && (/^08/.test(code) || /^57P0[123]$/.test(code))) return true;
-  if (typeof code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE'].includes(code))
-    return true;
-  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
-    err.message,
-  );
-}
 
 /** Turns anything thrown into the one error envelope; never a stack trace or framework body. */
 export function toAppError(err: FastifyError | AppError | Error): AppError {
