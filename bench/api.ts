@@ -239,8 +239,8 @@ async function serviceTargets(service: Child): Promise<Target[]> {
 
 export async function benchApi(options: PartOptions): Promise<PartResult> {
   const settings = options.quick
-    ? { rounds: 1, duration: 3, warmup: 1 }
-    : { rounds: 3, duration: 8, warmup: 1 };
+    ? { rounds: 1, duration: 2, warmup: 1 }
+    : { rounds: 3, duration: 5, warmup: 1 };
   const summary: Record<string, number> = {};
   const info: Record<string, string> = {};
   const sections: string[] = [];

@@ -47,7 +47,6 @@ function planFor(quick: boolean): Plan {
         configs: [
           { processes: 1, concurrency: undefined },
           { processes: 3, concurrency: undefined },
-          { processes: 1, concurrency: undefined, schedulerOnly: true },
         ],
         burstRounds: envRounds > 0 ? envRounds : 1,
         burstDeadlineMs: 20_000,
@@ -62,9 +61,7 @@ function planFor(quick: boolean): Plan {
         configs: [
           { processes: 1, concurrency: undefined },
           { processes: 3, concurrency: undefined },
-          { processes: 3, concurrency: 32 },
           { processes: 1, concurrency: undefined, schedulerOnly: true },
-          { processes: 3, concurrency: undefined, schedulerOnly: true },
         ],
         burstRounds: envRounds > 0 ? envRounds : 1,
         burstDeadlineMs: 55_000,
