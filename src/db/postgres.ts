@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { type Db, postgresProfile, type Queryable } from './db.ts';
 
@@ -9,10 +10,27 @@ function typeParser(oid: number, format?: string) {
   return pg.types.getTypeParser(oid, format as 'text');
 }
 
+/**
+ * Statements are prepared once per connection and reused (named by a digest of their text):
+ * the service's SQL is a fixed set of texts, so parsing and planning a statement, which costs
+ * more than running most of them, is paid once. PostgreSQL still re-plans with the actual
+ * parameters when a generic plan would be worse (plan_cache_mode auto).
+ */
+const statementNames = new Map<string, string>();
+function statementName(sql: string): string {
+  let name = statementNames.get(sql);
+  if (!name) {
+    name = `svc_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
+    statementNames.set(sql, name);
+  }
+  return name;
+}
+
 function wrap(client: pg.Pool | pg.PoolClient): Queryable {
   return {
     async query<R>(sql: string, params: readonly unknown[] = []) {
       const res = await client.query({
+        name: statementName(sql),
         text: sql,
         values: params as unknown[],
         types: { getTypeParser: typeParser },
