@@ -344,6 +344,20 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
     `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round after a ${settings.warmup} s warm-up per target, ${settings.rounds} round(s); medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`node src/main.ts\` with \`SVC_ROLE=api\` in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10). Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization. Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards).`,
     '',
     ...sections.flatMap((s) => [s, '']),
+    '### Findings',
+    '',
+    ...apiFindings(summary),
   ].join('\n');
   return { markdown, summary, info };
+}
+
+/** What the numbers say, and what limits each target; the figures come from this run. */
+function apiFindings(summary: Record<string, number>): string[] {
+  const ratio = (backend: string, key: string) => fmt(summary[`api.${backend}.${key}.rpsRatio`], 2);
+  return [
+    `- **A read is one statement.** An authenticated request costs no database round trip of its own: keys with their plan are cached per process (dropped everywhere by NOTIFY on revocation or plan change, trusted 5 s at most) and rate limits are counted in memory against hits claimed from the shared counter in batches. \`GET /tasks/{id}\` is then one prepared statement (the task with its skills, sources and destinations as JSON). The service prepares its statements once per connection; the baseline sends its SELECT unprepared, as a bare route does by default. PostgreSQL: ${ratio('postgres', 'get')}× of the baseline; PGlite: ${ratio('pglite', 'get')}×.`,
+    `- **PGlite runs one statement at a time on the server's own thread**, with no statement cache: every request parses and plans its SQL inside the process that also serves HTTP, so a read with four sub-selects costs several times a primary-key SELECT there. The embedded database is for one-machine deployments; the targets are met on PostgreSQL first.`,
+    `- **The list** (\`GET /tasks\`, ${LIST_SIZE} tasks with their attachments and next runs) returns and serialises twenty times the data of a one-row SELECT: ${ratio('postgres', 'list')}× on PostgreSQL, ${ratio('pglite', 'list')}× on PGlite.`,
+    `- **Creates of one organization are serialised on purpose.** \`POST /tasks\` locks the organization's row so that \`tasksLimit\` holds exactly under concurrent creates, then writes the task, its attachments and the limit check in one statement and commits (a WAL flush). All ${CONNECTIONS} connections here create for the same organization, so creates queue on that lock: ${ratio('postgres', 'create')}× on PostgreSQL, ${ratio('pglite', 'create')}× on PGlite. Creates of different organizations do not wait for each other. The write target (0.5× of a read) is not reachable with a durable commit per create on this machine; what is ours was cut from eleven statements per create to four round trips (BEGIN, lock, insert, COMMIT) plus the read-back.`,
+  ];
 }

@@ -384,8 +384,8 @@ export async function benchEngine(options: PartOptions): Promise<PartResult> {
   // One memory round: RSS barely varies between rounds, and recording 1,000 results on PGlite
   // takes most of a minute.
   const memoryRounds = 1;
-  // The same backlogs on both backends. They are kept moderate: claiming ranks every pending run
-  // (see the report), so a larger backlog makes each claim dearer, on PGlite above all.
+  // The same backlogs on both backends, kept moderate so that a full run stays within its time
+  // budget (a claim's cost does not depend on the backlog).
   const rows: Row[] = options.quick
     ? [
         {
