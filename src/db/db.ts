@@ -57,3 +57,9 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     err.message,
   );
 }
+
+/**
+ * A leading comment for statements that must be planned for the parameter values of each
+ * execution, never with a cached generic plan (see the PostgreSQL adapter). Harmless elsewhere.
+ */
+export const PLAN_EACH_TIME = '/* plan each time */';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { type Db, postgresProfile, type Queryable } from './db.ts';
+import { type Db, PLAN_EACH_TIME, postgresProfile, type Queryable } from './db.ts';
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;
@@ -13,11 +13,14 @@ function typeParser(oid: number, format?: string) {
 /**
  * Statements are prepared once per connection and reused (named by a digest of their text):
  * the service's SQL is a fixed set of texts, so parsing and planning a statement, which costs
- * more than running most of them, is paid once. PostgreSQL still re-plans with the actual
- * parameters when a generic plan would be worse (plan_cache_mode auto).
+ * more than running most of them, is paid once. After a few executions PostgreSQL may keep
+ * one generic plan for all parameter values; statements whose best plan depends on their values
+ * (the queue's claims, with their LIMITs and skewed backlogs) start with PLAN_EACH_TIME and are
+ * sent unprepared, planned for the values of each execution.
  */
 const statementNames = new Map<string, string>();
-function statementName(sql: string): string {
+function statementName(sql: string): string | undefined {
+  if (sql.startsWith(PLAN_EACH_TIME)) return undefined;
   let name = statementNames.get(sql);
   if (!name) {
     name = `svc_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
@@ -29,8 +32,9 @@ function statementName(sql: string): string {
 function wrap(client: pg.Pool | pg.PoolClient): Queryable {
   return {
     async query<R>(sql: string, params: readonly unknown[] = []) {
+      const name = statementName(sql);
       const res = await client.query({
-        name: statementName(sql),
+        ...(name && { name }),
         text: sql,
         values: params as unknown[],
         types: { getTypeParser: typeParser },

@@ -1,4 +1,4 @@
-import type { Queryable } from '../db.ts';
+import { PLAN_EACH_TIME, type Queryable } from '../db.ts';
 import type { RunRow } from './runs.ts';
 
 /**
@@ -50,7 +50,7 @@ export interface ClaimOptions {
  */
 export function claimRuns(tx: Queryable, o: ClaimOptions): Promise<RunRow[]> {
   return tx.query<RunRow>(
-    `WITH RECURSIVE orgs AS (
+    `${PLAN_EACH_TIME} WITH RECURSIVE orgs AS (
        (SELECT organization_id FROM runs WHERE status = 'pending' ORDER BY organization_id LIMIT 1)
        UNION ALL
        SELECT (SELECT r.organization_id FROM runs r
@@ -100,7 +100,7 @@ export function lockExpiredLeases(
   alive: readonly string[],
 ): Promise<ExpiredLease[]> {
   return tx.query<ExpiredLease>(
-    `SELECT id, attempts FROM runs
+    `${PLAN_EACH_TIME} SELECT id, attempts FROM runs
       WHERE status = 'running' AND lease_expires_at < $1 AND NOT (id = ANY($2::uuid[]))
       ORDER BY lease_expires_at
       LIMIT 1000

@@ -1,4 +1,4 @@
-import type { Queryable } from '../db.ts';
+import { PLAN_EACH_TIME, type Queryable } from '../db.ts';
 import type { RunRow } from './runs.ts';
 import type { TaskRow } from './tasks.ts';
 
@@ -9,7 +9,7 @@ import type { TaskRow } from './tasks.ts';
  */
 export function lockDueTasks(tx: Queryable, now: Date, limit: number): Promise<TaskRow[]> {
   return tx.query<TaskRow>(
-    `SELECT * FROM tasks
+    `${PLAN_EACH_TIME} SELECT * FROM tasks
       WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= $1
       ORDER BY next_run_at, id
       LIMIT $2
