@@ -46,7 +46,9 @@ export async function connectMcpSource(
   const fail = (errorType: ConnectErrorType, detail: string): Failure => ({
     ok: false,
     errorType,
-    message: capText(redact(`source "${source.name}": ${detail}`), 1000),
+    // Details are excerpts (server texts cut to a few hundred characters): a secret cut in two
+    // by that cut is blanked too.
+    message: capText(redact(`source "${source.name}": ${redactExcerpt(detail, secretValues(source))}`), 1000),
   });
   const transport = source.config.transport ?? (source.config.command !== undefined ? 'stdio' : 'http');
   if (transport === 'stdio') return connectStdio(source, options, fail);
