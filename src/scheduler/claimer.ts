@@ -19,8 +19,13 @@ import { newId } from '../lib/ids.ts';
 import { type DueSlotPlan, planDueSlot } from './due-slot.ts';
 import { scheduleSpecOf } from './task-spec.ts';
 
-/** Tasks claimed per transaction: short transactions, so row locks are held briefly. */
-const BATCH_SIZE = 100;
+/**
+ * Tasks claimed per transaction. A batch is a fixed handful of statements whatever its size, so
+ * larger batches create a burst's runs sooner (10,000 due tasks: about a quarter faster with 500
+ * than with 100); the bound keeps a batch's row locks (which an API edit of one of its tasks
+ * waits for) to some tens of milliseconds.
+ */
+const BATCH_SIZE = 500;
 /**
  * The longest sleep between looks. Wake-ups come from the nearest slot's timer and from
  * NOTIFY svc_tasks; this bound only limits the damage of a notification that never arrives.
