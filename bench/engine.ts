@@ -591,6 +591,9 @@ export async function benchEngine(options: PartOptions): Promise<PartResult> {
       `Memory: one worker process with ${IN_FLIGHT} runs in flight at once against a model server that answers in ${MEMORY_MODEL_DELAY_MS / 1000} s (${IN_FLIGHT} tasks over ${ORGANIZATIONS} organizations, \`SVC_ORG_CONCURRENCY=256\`). \`SVC_WORKER_CONCURRENCY\` accepts at most 256, so this worker is started by \`node bench/engine.ts worker-child\`, which is \`src/main.ts\` with \`config.worker.concurrency = ${IN_FLIGHT}\` set after \`loadConfig\`. RSS is read from /proc/<pid>/status (VmRSS, and VmHWM for the peak) every 100 ms, with the model server's count of calls in flight, ${options.quick ? 'until 1 s after all the calls were in flight; then the worker is stopped (`SVC_SHUTDOWN_GRACE_SECONDS=0`: the runs are released) and its runs deleted, so quick runs do not wait for PGlite to record 1,000 results' : 'until all runs have finished'}. ${memoryRounds} round(s), medians.`,
       '',
       ...sections.flatMap((s) => [s, '']),
+      '### Findings',
+      '',
+      ...ENGINE_FINDINGS,
     ].join('\n');
     return { markdown, summary };
   } finally {
@@ -598,6 +601,12 @@ export async function benchEngine(options: PartOptions): Promise<PartResult> {
     for (const b of backends) await b.cleanup().catch(() => undefined);
   }
 }
+
+/** What limits the engine's numbers (measured while the engine was being tuned; see docs/benchmarks.md). */
+const ENGINE_FINDINGS = [
+  "- **A run's path.** A free place is taken by a claim (one transaction: the claim lock and the clock in one statement, the claim, the commit), then the run's task, skills, sources and organization are read in one statement, then the model is called. Recording the result (`finishRun`, one statement and its commit) no longer holds the place: the next claim starts as soon as the model has answered. With a 100 ms model at the default concurrency the service reaches 0.80–0.88× of the HTTP-only ceiling from one full run to the next on this machine; what is left per run is the claim's commit and the context read, on 2 cores shared with PostgreSQL and the model server.",
+  "- **Memory on PGlite includes the database.** An embedded worker's RSS holds the whole database server: PGlite with its default 128 MB `shared_buffers` and the WebAssembly code, which is about 380 MB in a process that has done nothing yet (a bare `PGlite.create()` in Node: 431 MB). On PostgreSQL that memory belongs to the server's processes and is not counted. What 1,000 runs in flight add is similar on both: about 125–185 KB per run (request, stream and abort state).",
+];
 
 async function workerChild(): Promise<void> {
   const config = loadConfig(process.env);
