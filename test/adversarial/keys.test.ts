@@ -4,12 +4,11 @@
 // revocation reaches every api process within seconds.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import pg from 'pg';
-import type { Db, Queryable } from '../../src/db/db.ts';
+import type { Db } from '../../src/db/db.ts';
 import { openPglite } from '../../src/db/pglite.ts';
 import { openPostgres } from '../../src/db/postgres.ts';
 import {
@@ -24,6 +23,7 @@ import { useTestService } from '../helpers/fixtures.ts';
 import { type ServerProcess, startServerProcess } from '../helpers/process.ts';
 import { ADMIN_TOKEN, type CallOptions, type Reply } from '../helpers/service.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { allRows, filesUnder, postgresFiles } from './at-rest.ts';
 
 const UNAUTHORIZED = { error: { code: 'unauthorized', message: 'Invalid or missing API key' } };
 const RATE_HEADERS = ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'];
@@ -58,50 +58,6 @@ function keyPatterns(keys: readonly string[]): string[] {
 function assertNoKey(where: string, text: string, patterns: readonly string[]): void {
   const found = patterns.filter((p) => text.includes(p));
   assert.deepEqual(found, [], `${where} shows a key value (whole, in part or encoded)`);
-}
-
-/** Every row of every table of the service's schema, as PostgreSQL prints a row. */
-async function allRows(db: Queryable): Promise<string> {
-  const tables = await db.query<{ name: string }>(
-    `SELECT table_name AS name FROM information_schema.tables
-      WHERE table_schema = 'public' AND table_type = 'BASE TABLE' ORDER BY table_name`,
-  );
-  assert.ok(tables.length >= 10, 'the schema has its tables');
-  const parts: string[] = [];
-  for (const { name } of tables) {
-    const rows = await db.query<{ row: string }>(`SELECT t::text AS row FROM "${name}" t`);
-    parts.push(`[${name}]`, ...rows.map((r) => r.row));
-  }
-  return parts.join('\n');
-}
-
-function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true, recursive: true })
-    .filter((e) => e.isFile())
-    .map((e) => join(e.parentPath, e.name));
-}
-
-/**
- * The files of a PostgreSQL test database (after a checkpoint) and the server's WAL, or why
- * they cannot be read from here (another machine, another user).
- */
-async function postgresFiles(url: string): Promise<string[] | string> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    await client.query('CHECKPOINT');
-    const dir = (await client.query<{ data_directory: string }>('SHOW data_directory')).rows[0]
-      ?.data_directory;
-    const oid = (
-      await client.query<{ oid: number }>('SELECT oid FROM pg_database WHERE datname = current_database()')
-    ).rows[0]?.oid;
-    if (!dir || oid === undefined) return 'the server did not say where its data directory is';
-    return [...filesUnder(join(dir, 'base', String(oid))), ...filesUnder(join(dir, 'pg_wal'))];
-  } catch (err) {
-    return `the PostgreSQL data files cannot be read by this test (${(err as Error).message})`;
-  } finally {
-    await client.end();
-  }
 }
 
 // ---------------------------------------------------------------------------------------------

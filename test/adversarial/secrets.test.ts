@@ -5,7 +5,7 @@
 // another row does not open, and the service refuses to start with a wrong SVC_SECRET_KEY.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -14,8 +14,7 @@ import { after, before, describe, test } from 'node:test';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { LightMyRequestResponse } from 'fastify';
-import pg from 'pg';
-import type { Db, Queryable } from '../../src/db/db.ts';
+import type { Db } from '../../src/db/db.ts';
 import { openPglite } from '../../src/db/pglite.ts';
 import { openPostgres } from '../../src/db/postgres.ts';
 import { signIn } from '../../src/domain/users.ts';
@@ -30,6 +29,7 @@ import { startSmsServer, type TestSmsServer } from '../helpers/sms-server.ts';
 import { startSmtpServer, type TestSmtpServer } from '../helpers/smtp.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.ts';
+import { allRows, filesHolding, filesUnder, postgresFiles } from './at-rest.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Canaries and how a leak of one would look
@@ -95,60 +95,6 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
 // ---------------------------------------------------------------------------------------------
 // Databases: every row of every table as text, and the raw files
-
-/** Every row of every table of the service's schema, as PostgreSQL prints a row. */
-async function allRows(db: Queryable): Promise<string> {
-  const tables = await db.query<{ name: string }>(
-    `SELECT table_name AS name FROM information_schema.tables
-      WHERE table_schema = 'public' AND table_type = 'BASE TABLE' ORDER BY table_name`,
-  );
-  assert.ok(tables.length >= 10, 'the schema has its tables');
-  const parts: string[] = [];
-  for (const { name } of tables) {
-    const rows = await db.query<{ row: string }>(`SELECT t::text AS row FROM "${name}" t`);
-    parts.push(`[${name}]`, ...rows.map((r) => r.row));
-  }
-  return parts.join('\n');
-}
-
-function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true, recursive: true })
-    .filter((e) => e.isFile())
-    .map((e) => join(e.parentPath, e.name));
-}
-
-/** The files, among those given, that hold one of the patterns. */
-function filesHolding(files: readonly string[], patterns: readonly Buffer[]): string[] {
-  const hits: string[] = [];
-  for (const file of files) {
-    const bytes = readFileSync(file);
-    if (patterns.some((p) => bytes.includes(p))) hits.push(file);
-  }
-  return hits;
-}
-
-/**
- * The files of a PostgreSQL test database (after a checkpoint) and the server's WAL, or why
- * they cannot be read from here (another machine, another user).
- */
-async function postgresFiles(url: string): Promise<string[] | string> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    await client.query('CHECKPOINT');
-    const dir = (await client.query<{ data_directory: string }>('SHOW data_directory')).rows[0]
-      ?.data_directory;
-    const oid = (
-      await client.query<{ oid: number }>('SELECT oid FROM pg_database WHERE datname = current_database()')
-    ).rows[0]?.oid;
-    if (!dir || oid === undefined) return 'the server did not say where its data directory is';
-    return [...filesUnder(join(dir, 'base', String(oid))), ...filesUnder(join(dir, 'pg_wal'))];
-  } catch (err) {
-    return `the PostgreSQL data files cannot be read by this test (${(err as Error).message})`;
-  } finally {
-    await client.end();
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // The servers the sources point at
