@@ -159,13 +159,11 @@ async function assertEndedOnceInDatabase(backend: Backend, org: Org, recovered: 
   assert.ok(deliveries.every((d) => d.status === 'delivered' && d.attempts === 1));
 }
 
-describe('a worker process killed with SIGKILL mid-run', {
-  skip:
-    !TEST_DATABASE_URL && 'separate api and worker processes need PostgreSQL (run with TEST_DATABASE_URL)',
-}, () => {
-  let backend: Backend;
-  let scripted: Awaited<ReturnType<typeof startScriptedModel>>;
-  let hook: WebhookReceiver;
+/** A database, the scripted model and a webhook receiver per suite; processes killed after it. */
+function useKilledProcessFixture() {
+  let backend: Backend | undefined;
+  let scripted: Awaited<ReturnType<typeof startScriptedModel>> | undefined;
+  let hook: WebhookReceiver | undefined;
   const servers: ServerProcess[] = [];
   before(async () => {
     backend = await createBackend();
@@ -178,16 +176,39 @@ describe('a worker process killed with SIGKILL mid-run', {
     await hook?.close();
     await backend?.dispose();
   });
+  const ready = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('the fixture is read before its before() hook ran');
+    return value;
+  };
+  return {
+    servers,
+    get backend() {
+      return ready(backend);
+    },
+    get scripted() {
+      return ready(scripted);
+    },
+    get hook() {
+      return ready(hook);
+    },
+  };
+}
+
+describe('a worker process killed with SIGKILL mid-run', {
+  skip:
+    !TEST_DATABASE_URL && 'separate api and worker processes need PostgreSQL (run with TEST_DATABASE_URL)',
+}, () => {
+  const fx = useKilledProcessFixture();
 
   test('its runs are taken over by a new worker and end exactly once', async () => {
-    const env = commonEnv(backend, scripted.model);
+    const env = commonEnv(fx.backend, fx.scripted.model);
     const api = await startServerProcess({ ...env, SVC_ROLE: 'api,scheduler' });
-    servers.push(api);
+    fx.servers.push(api);
     const victim = await startServerProcess({ ...env, SVC_ROLE: 'worker' });
-    servers.push(victim);
+    fx.servers.push(victim);
     const org = await createOrg(api.url);
-    const held = await startHeldRuns(api.url, org, hook, scripted.timesAsked);
-    const leased = await backend.query<{ lease_owner: string }>(
+    const held = await startHeldRuns(api.url, org, fx.hook, fx.scripted.timesAsked);
+    const leased = await fx.backend.query<{ lease_owner: string }>(
       "SELECT lease_owner FROM runs WHERE organization_id = $1 AND status = 'running'",
       [org.organizationId],
     );
@@ -196,9 +217,9 @@ describe('a worker process killed with SIGKILL mid-run', {
 
     await kill(victim);
     const successor = await startServerProcess({ ...env, SVC_ROLE: 'worker' });
-    servers.push(successor);
-    const ids = await assertRecoveredOnce(api.url, org, held, scripted.timesAsked);
-    assert.deepEqual(hookedRunIds(hook).sort(), [...ids].sort(), 'one webhook per run');
+    fx.servers.push(successor);
+    const ids = await assertRecoveredOnce(api.url, org, held, fx.scripted.timesAsked);
+    assert.deepEqual(hookedRunIds(fx.hook).sort(), [...ids].sort(), 'one webhook per run');
 
     const billing = await call(
       api.url,
@@ -212,39 +233,25 @@ describe('a worker process killed with SIGKILL mid-run', {
 
     assert.equal(await terminate(successor), 0);
     assert.equal(await terminate(api), 0);
-    await assertEndedOnceInDatabase(backend, org, ids, 2);
-    assert.equal(hook.requests.length, 2, 'nothing delivered twice, even later');
+    await assertEndedOnceInDatabase(fx.backend, org, ids, 2);
+    assert.equal(fx.hook.requests.length, 2, 'nothing delivered twice, even later');
   });
 });
 
 describe('the embedded process killed with SIGKILL mid-run', {
   skip: !!TEST_DATABASE_URL && 'embedded mode (PGlite): runs in the pass without TEST_DATABASE_URL',
 }, () => {
-  let backend: Backend;
-  let scripted: Awaited<ReturnType<typeof startScriptedModel>>;
-  let hook: WebhookReceiver;
-  const servers: ServerProcess[] = [];
-  before(async () => {
-    backend = await createBackend();
-    scripted = await startScriptedModel();
-    hook = await startWebhookReceiver();
-  });
-  after(async () => {
-    for (const s of servers) await kill(s);
-    await scripted?.model.close();
-    await hook?.close();
-    await backend?.dispose();
-  });
+  const fx = useKilledProcessFixture();
 
   test('restarts on its data directory with the earlier data intact and ends the runs exactly once', async () => {
-    const env = commonEnv(backend, scripted.model);
+    const env = commonEnv(fx.backend, fx.scripted.model);
     const first = await startServerProcess(env);
-    servers.push(first);
+    fx.servers.push(first);
     const org = await createOrg(first.url);
     // Written before the kill: a task, a finished and delivered run, a skill.
     const done = await createTask(first.url, org, {
       prompt: `earlier ${randomUUID()}`,
-      destinations: [{ type: 'webhook', value: hook.url }],
+      destinations: [{ type: 'webhook', value: fx.hook.url }],
     });
     const earlier = await settledRun(first.url, org, await runNow(first.url, org, done.id));
     assert.equal(earlier.status, 'completed');
@@ -254,14 +261,14 @@ describe('the embedded process killed with SIGKILL mid-run', {
     });
     assert.equal(skill.status, 201);
 
-    const held = await startHeldRuns(first.url, org, hook, scripted.timesAsked);
+    const held = await startHeldRuns(first.url, org, fx.hook, fx.scripted.timesAsked);
     await kill(first);
-    const lockFile = join(backend.dataDir ?? '', 'svc.lock');
+    const lockFile = join(fx.backend.dataDir ?? '', 'svc.lock');
     assert.ok(existsSync(lockFile), 'the lock of the killed process is left behind');
     assert.equal(readFileSync(lockFile, 'utf8').trim(), String(first.child.pid));
 
     const second = await startServerProcess(env);
-    servers.push(second);
+    fx.servers.push(second);
     // The data written before the kill: the key still works, the run reads back unchanged.
     const again = await call(second.url, 'GET', `/api/svc/runs/${earlier.id}`, { key: org.apiKey });
     assert.equal(again.status, 200);
@@ -270,12 +277,12 @@ describe('the embedded process killed with SIGKILL mid-run', {
     assert.equal(skillAgain.status, 200);
     assert.equal(skillAgain.body.content, 'Be brief.');
 
-    const ids = await assertRecoveredOnce(second.url, org, held, scripted.timesAsked);
-    assert.deepEqual(hookedRunIds(hook).sort(), [earlier.id, ...ids].sort(), 'one webhook per run');
+    const ids = await assertRecoveredOnce(second.url, org, held, fx.scripted.timesAsked);
+    assert.deepEqual(hookedRunIds(fx.hook).sort(), [earlier.id, ...ids].sort(), 'one webhook per run');
     assert.equal(await terminate(second), 0);
     assert.ok(!existsSync(lockFile), 'a clean stop removes the lock');
-    await assertEndedOnceInDatabase(backend, org, ids, 3);
-    assert.equal(hook.requests.length, 3, 'nothing delivered twice, even later');
+    await assertEndedOnceInDatabase(fx.backend, org, ids, 3);
+    assert.equal(fx.hook.requests.length, 3, 'nothing delivered twice, even later');
   });
 });
 
