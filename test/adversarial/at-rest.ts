@@ -59,3 +59,11 @@ export async function postgresFiles(url: string): Promise<string[] | string> {
     await client.end();
   }
 }
+
+/**
+ * The raw files of the service's database: the embedded data directory when there is one, else
+ * the PostgreSQL database's files and WAL; or why they cannot be read from here.
+ */
+export function databaseFiles(dataDir: string | undefined, databaseUrl: string): Promise<string[] | string> {
+  return dataDir ? Promise.resolve(filesUnder(dataDir)) : postgresFiles(databaseUrl);
+}

@@ -23,7 +23,7 @@ import { useTestService } from '../helpers/fixtures.ts';
 import { type ServerProcess, startServerProcess } from '../helpers/process.ts';
 import { ADMIN_TOKEN, type CallOptions, type Reply } from '../helpers/service.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { allRows, filesUnder, postgresFiles } from './at-rest.ts';
+import { allRows, databaseFiles } from './at-rest.ts';
 
 const UNAUTHORIZED = { error: { code: 'unauthorized', message: 'Invalid or missing API key' } };
 const RATE_HEADERS = ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'];
@@ -383,15 +383,10 @@ describe('key values at rest, with the service as a process', () => {
   });
 
   test('the raw data files hold no key value', async (t) => {
-    let files: string[];
-    if (dataDir) files = filesUnder(dataDir);
-    else {
-      const found = await postgresFiles(env.DATABASE_URL ?? '');
-      if (typeof found === 'string') {
-        t.skip(found);
-        return;
-      }
-      files = found;
+    const files = await databaseFiles(dataDir, env.DATABASE_URL ?? '');
+    if (typeof files === 'string') {
+      t.skip(files);
+      return;
     }
     const total = files.reduce((n, f) => n + statSync(f).size, 0);
     assert.ok(files.length > 10 && total > 1_000_000, 'the data files were found');

@@ -29,7 +29,7 @@ import { startSmsServer, type TestSmsServer } from '../helpers/sms-server.ts';
 import { startSmtpServer, type TestSmtpServer } from '../helpers/smtp.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.ts';
-import { allRows, filesHolding, filesUnder, postgresFiles } from './at-rest.ts';
+import { allRows, databaseFiles, filesHolding } from './at-rest.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Canaries and how a leak of one would look
@@ -861,15 +861,10 @@ describe('secrets at rest and the secret key, with the service as a process', ()
   });
 
   test('the raw data files hold no secret', async (t) => {
-    let files: string[];
-    if (dataDir) files = filesUnder(dataDir);
-    else {
-      const found = await postgresFiles(env.DATABASE_URL ?? '');
-      if (typeof found === 'string') {
-        t.skip(found);
-        return;
-      }
-      files = found;
+    const files = await databaseFiles(dataDir, env.DATABASE_URL ?? '');
+    if (typeof files === 'string') {
+      t.skip(files);
+      return;
     }
     assert.ok(files.length > 10, 'the data files were found');
     const total = files.reduce((n, f) => n + statSync(f).size, 0);
