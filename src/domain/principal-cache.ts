@@ -1,6 +1,7 @@
 import type { Db } from '../db/db.ts';
 import { findKeyByHash, type KeyLookupRow } from '../db/sql/api-keys.ts';
 import { notify } from '../db/sql/time.ts';
+import { setBounded } from '../lib/bounded-map.ts';
 
 /**
  * How long a looked-up key is trusted without asking the database again. Changes made through
@@ -48,7 +49,8 @@ export class PrincipalCache {
     const generation = this.#generation;
     const load = findKeyByHash(this.#db, keyHash)
       .then((row) => {
-        if (generation === this.#generation) this.#remember(keyHash, { row, loadedAt: performance.now() });
+        if (generation === this.#generation)
+          setBounded(this.#entries, keyHash, { row, loadedAt: performance.now() }, MAX_KEYS);
         return row;
       })
       .finally(() => this.#loading.delete(keyHash));
@@ -69,14 +71,5 @@ export class PrincipalCache {
   async changed(): Promise<void> {
     this.clear();
     await notify(this.#db, PRINCIPALS_CHANNEL);
-  }
-
-  #remember(keyHash: string, entry: Entry): void {
-    this.#entries.delete(keyHash);
-    this.#entries.set(keyHash, entry);
-    if (this.#entries.size > MAX_KEYS) {
-      const oldest = this.#entries.keys().next().value;
-      if (oldest !== undefined) this.#entries.delete(oldest);
-    }
   }
 }

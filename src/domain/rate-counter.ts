@@ -1,3 +1,4 @@
+import { setBounded } from '../lib/bounded-map.ts';
 import { type RateState, rateState, windowStart } from './rate-limit.ts';
 
 /**
@@ -51,7 +52,7 @@ export class RateCounter {
     let budget = this.#budgets.get(bucket);
     if (!budget || budget.window !== window) {
       budget = { window, claimed: 0, allowance: 0, exhausted: false, claiming: undefined, waiting: 0 };
-      this.#remember(bucket, budget);
+      setBounded(this.#budgets, bucket, budget, MAX_BUCKETS);
     }
     // Each pass either serves, refuses, or waits for a claim that grants at least one hit or
     // marks the window exhausted, so the loop ends.
@@ -93,14 +94,5 @@ export class RateCounter {
     const granted = Math.min(want, limit - before);
     budget.claimed = Math.max(budget.claimed, before + granted);
     budget.allowance += granted;
-  }
-
-  #remember(bucket: string, budget: WindowBudget): void {
-    this.#budgets.delete(bucket);
-    this.#budgets.set(bucket, budget);
-    if (this.#budgets.size > MAX_BUCKETS) {
-      const oldest = this.#budgets.keys().next().value;
-      if (oldest !== undefined) this.#budgets.delete(oldest);
-    }
   }
 }
