@@ -314,6 +314,90 @@ describe('tasks', () => {
     assert.equal(resume.status, 403);
   });
 
+  test('creates sent all at once never pass tasksLimit', async () => {
+    const small = await svc.createOrg('free');
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        svc.call({
+          method: 'POST',
+          url: '/api/svc/tasks',
+          key: small.apiKey,
+          body: { organizationId: small.organizationId, name: `n${i}`, prompt: 'p', schedule: 'daily' },
+        }),
+      ),
+    );
+    const statuses = results.map((r) => r.status).sort();
+    assert.deepEqual(statuses, [...Array(5).fill(201), ...Array(15).fill(403)]);
+    const [row] = await svc.service.deps.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM tasks WHERE organization_id = $1',
+      [small.organizationId],
+    );
+    assert.equal(row?.n, 5);
+  });
+
+  test('the active-task count behind tasksLimit follows every write, the scheduler’s and plain SQL included', async () => {
+    const small = await svc.createOrg('free');
+    const db = svc.service.deps.db;
+    const counted = async () => {
+      const [row] = await db.query<{ kept: number; actual: number }>(
+        `SELECT o.active_tasks AS kept,
+                (SELECT count(*)::int FROM tasks t WHERE t.organization_id = o.id AND t.status = 'active') AS actual
+           FROM organizations o WHERE o.id = $1`,
+        [small.organizationId],
+      );
+      assert.ok(row);
+      assert.equal(row.kept, row.actual);
+      return row.kept;
+    };
+    const mk = async (schedule: string) => {
+      const res = await svc.call({
+        method: 'POST',
+        url: '/api/svc/tasks',
+        key: small.apiKey,
+        body: { organizationId: small.organizationId, name: 'n', prompt: 'p', schedule },
+      });
+      assert.equal(res.status, 201, res.raw);
+      return res.body.id as string;
+    };
+    const patch = (id: string, status: string) =>
+      svc.call({ method: 'PATCH', url: `/api/svc/tasks/${id}`, key: small.apiKey, body: { status } });
+    const [a, b, c] = [await mk('daily'), await mk('weekly'), await mk('once')];
+    assert.equal(await counted(), 3);
+    assert.equal((await patch(a, 'paused')).status, 200);
+    assert.equal((await patch(a, 'paused')).status, 200); // unchanged status: no change of count
+    assert.equal(await counted(), 2);
+    assert.equal((await patch(a, 'active')).status, 200);
+    assert.equal(await counted(), 3);
+    // What the scheduler does to a one-off task after its run, and an operator's bulk SQL.
+    await db.query("UPDATE tasks SET status = 'completed' WHERE id = $1", [c]);
+    assert.equal(await counted(), 2);
+    await db.query(
+      `INSERT INTO tasks (id, organization_id, name, prompt, model, schedule, status, created_at, updated_at)
+       SELECT gen_random_uuid(), $1, 'sql', 'p', 'm', 'daily', s, now(), now()
+         FROM unnest(ARRAY['active', 'paused', 'active']) AS s`,
+      [small.organizationId],
+    );
+    assert.equal(await counted(), 4);
+    assert.equal(
+      (await svc.call({ method: 'DELETE', url: `/api/svc/tasks/${b}`, key: small.apiKey })).status,
+      204,
+    );
+    await db.query("DELETE FROM tasks WHERE organization_id = $1 AND name = 'sql' AND status = 'active'", [
+      small.organizationId,
+    ]);
+    assert.equal(await counted(), 1);
+    // The limit is read from the kept count: four more fit, the fifth does not.
+    for (let i = 0; i < 4; i++) await mk('daily');
+    const over = await svc.call({
+      method: 'POST',
+      url: '/api/svc/tasks',
+      key: small.apiKey,
+      body: { organizationId: small.organizationId, name: 'n', prompt: 'p', schedule: 'daily' },
+    });
+    assert.equal(over.status, 403);
+    assert.equal(await counted(), 5);
+  });
+
   test('skill ids and destination ids are accepted in upper case, like any uuid', async () => {
     const skill = await svc.call({
       method: 'POST',

@@ -1,11 +1,10 @@
 import type { Queryable } from '../db/db.ts';
 import { insertRun } from '../db/sql/runs.ts';
 import {
-  countActiveTasks,
+  createTaskWithLinks,
   deleteTask,
   findTask,
   hasRunInFlight,
-  insertTaskWithLinks,
   listTasks,
   lockOrganizationRow,
   lockTask,
@@ -31,7 +30,7 @@ import { scheduleSpecOf } from '../scheduler/task-spec.ts';
 import type { Task, TaskCreateBody, TaskUpdateBody } from '../schemas/task.ts';
 import type { Deps } from './deps.ts';
 import { checkDestination } from './destinations.ts';
-import { effectiveLimits, type Plan } from './plans.ts';
+import { effectiveLimits, PLAN_LIMITS, type Plan } from './plans.ts';
 import { runView } from './runs.ts';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -113,42 +112,58 @@ function checkRules(
   if (details.length) throw errors.validation(`${details[0]?.path} ${details[0]?.message}`, details);
 }
 
+type ForeignId = { field: 'skillIds' | 'sourceIds'; index: number };
+
+/** The 400 for skills or sources that are not the organization's, one detail per id. */
+function foreignIdsError(
+  body: { skillIds?: string[]; sourceIds?: string[] },
+  foreign: ForeignId[],
+): AppError {
+  const details: ErrorDetail[] = [...foreign]
+    .sort((a, b) => a.field.localeCompare(b.field) || a.index - b.index)
+    .map(({ field, index }) => ({
+      path: `/body/${field}/${index}`,
+      message: `no ${field === 'skillIds' ? 'skill' : 'source'} ${body[field]?.[index]} in this organization`,
+    }));
+  return errors.validation(`${details[0]?.path}: ${details[0]?.message}`, details);
+}
+
 async function checkOwnership(
   db: Queryable,
   organizationId: string,
-  skillIds?: string[],
-  sourceIds?: string[],
+  body: { skillIds?: string[]; sourceIds?: string[] },
 ) {
-  const details: ErrorDetail[] = [];
-  for (const [table, ids, field] of [
-    ['skills', skillIds, 'skillIds'],
-    ['sources', sourceIds, 'sourceIds'],
+  const foreign: ForeignId[] = [];
+  for (const [table, field] of [
+    ['skills', 'skillIds'],
+    ['sources', 'sourceIds'],
   ] as const) {
+    const ids = body[field];
     if (!ids?.length) continue;
     const owned = await ownedIds(db, table, organizationId, ids);
-    ids.forEach((id, i) => {
+    ids.forEach((id, index) => {
       // uuids are case-insensitive; the database answers in lower case.
-      if (!owned.has(id.toLowerCase()))
-        details.push({
-          path: `/body/${field}/${i}`,
-          message: `no ${table.slice(0, -1)} ${id} in this organization`,
-        });
+      if (!owned.has(id.toLowerCase())) foreign.push({ field, index });
     });
   }
-  if (details.length) throw errors.validation(`${details[0]?.path}: ${details[0]?.message}`, details);
+  if (foreign.length) throw foreignIdsError(body, foreign);
 }
 
 /**
  * Locks the organization's row, so that active tasks are counted exactly however many requests
- * create or resume tasks at once, and returns the plan's limit.
+ * create or resume tasks at once, and returns the plan's limit with the active tasks now.
  */
 async function lockTasksLimit(
   tx: Queryable,
   organizationId: string,
-): Promise<{ plan: Plan; tasksLimit: number }> {
+): Promise<{ plan: Plan; tasksLimit: number; activeTasks: number }> {
   const org = await lockOrganizationRow(tx, organizationId);
   if (!org) throw errors.notFound('Organization');
-  return { plan: org.plan, tasksLimit: effectiveLimits(org.plan, org.limit_overrides).tasksLimit };
+  return {
+    plan: org.plan,
+    tasksLimit: effectiveLimits(org.plan, org.limit_overrides).tasksLimit,
+    activeTasks: org.active_tasks,
+  };
 }
 
 const tasksLimitReached = ({ plan, tasksLimit }: { plan: Plan; tasksLimit: number }) =>
@@ -158,8 +173,13 @@ const tasksLimitReached = ({ plan, tasksLimit }: { plan: Plan; tasksLimit: numbe
 
 async function checkTasksLimit(tx: Queryable, organizationId: string): Promise<void> {
   const limit = await lockTasksLimit(tx, organizationId);
-  if ((await countActiveTasks(tx, organizationId)) >= limit.tasksLimit) throw tasksLimitReached(limit);
+  if (limit.activeTasks >= limit.tasksLimit) throw tasksLimitReached(limit);
 }
+
+/** Each plan's tasks limit, as the create statement applies it (overrides win there too). */
+const PLAN_TASKS_LIMITS = Object.fromEntries(
+  Object.entries(PLAN_LIMITS).map(([plan, limits]) => [plan, limits.tasksLimit]),
+);
 
 const destinationRows = (list: TaskCreateBody['destinations']) =>
   (list ?? []).map((d) => ({ id: newId(), type: d.type, value: d.value, label: d.label ?? null }));
@@ -187,29 +207,25 @@ export async function createTask(deps: Deps, organizationId: string, body: TaskC
   checkRules(deps, fields, body.destinations, true);
   pinWeekday(fields, now);
   fields.next_run_at = firstSlot(scheduleSpecOf(fields), now);
-  const id = newId();
-  await deps.db.transaction(async (tx) => {
-    const limit = await lockTasksLimit(tx, organizationId);
-    await checkOwnership(tx, organizationId, body.skillIds, body.sourceIds);
-    // One statement writes the task and its attachments, counts the active tasks under the
-    // lock taken above, and wakes the schedulers (this slot may be nearer than theirs).
-    const links = {
+  const created = await createTaskWithLinks(
+    deps.db,
+    { id: newId(), organizationId, createdAt: now, ...fields },
+    {
       skillIds: body.skillIds ?? [],
       sourceIds: body.sourceIds ?? [],
       destinations: destinationRows(body.destinations),
-    };
-    if (
-      !(await insertTaskWithLinks(
-        tx,
-        { id, organizationId, createdAt: now, ...fields },
-        links,
-        limit.tasksLimit,
-      ))
-    ) {
-      throw tasksLimitReached(limit);
-    }
-  });
-  return getTask(deps, organizationId, id);
+    },
+    PLAN_TASKS_LIMITS,
+  );
+  if (created.ok) return taskView(created.task);
+  switch (created.errorType) {
+    case 'no_organization':
+      throw errors.notFound('Organization');
+    case 'foreign_ids':
+      throw foreignIdsError(body, created.foreign);
+    case 'tasks_limit':
+      throw tasksLimitReached(created);
+  }
 }
 
 export async function getTask(deps: Pick<Deps, 'db'>, organizationId: string, id: string): Promise<Task> {
@@ -274,7 +290,7 @@ export async function updateTaskOf(
     else if (resumed || rescheduled) next.next_run_at = firstSlot(scheduleSpecOf(next), now);
     if (resumed) await checkTasksLimit(tx, organizationId);
 
-    await checkOwnership(tx, organizationId, patch.skillIds, patch.sourceIds);
+    await checkOwnership(tx, organizationId, patch);
     await updateTask(tx, organizationId, id, next);
     if (patch.skillIds) await replaceTaskSkills(tx, id, patch.skillIds);
     if (patch.sourceIds) await replaceTaskSources(tx, id, patch.sourceIds);

@@ -99,27 +99,61 @@ export interface NewTaskLinks {
   destinations: readonly { id: string; type: string; value: string; label: string | null }[];
 }
 
+/** Why a create wrote nothing, or the task it wrote (attachments as stored: canonical ids). */
+export type CreatedTask =
+  | { ok: true; task: TaskWithLinks }
+  | { ok: false; errorType: 'no_organization' }
+  | { ok: false; errorType: 'foreign_ids'; foreign: { field: 'skillIds' | 'sourceIds'; index: number }[] }
+  | { ok: false; errorType: 'tasks_limit'; plan: OrganizationRow['plan']; tasksLimit: number };
+
 /**
- * Inserts a new active task with its skills, sources and destinations in one statement, only
- * while the organization has fewer than `activeLimit` active tasks (the caller holds the
- * organization's row lock, so the count is exact); wakes the schedulers when it has a slot.
- * Returns false when the limit refused it.
+ * Creates an active task with its skills, sources and destinations in ONE statement, sent on
+ * its own (autocommit): it locks the organization's row, checks that every skill and source
+ * is the organization's and that its active tasks (`organizations.active_tasks`, kept by
+ * triggers) are under the plan's limit, writes everything and wakes the schedulers when the
+ * task has a slot. The row lock serialises concurrent creates of one organization, so the
+ * limit is exact; holding it for one statement and its commit, instead of across round trips
+ * to the service, is what lets creates of one organization follow each other quickly.
+ *
+ * `tasksLimits` is each plan's limit; an override in `limit_overrides.tasksLimit` wins, as in
+ * `effectiveLimits` (domain/plans.ts).
  */
-export async function insertTaskWithLinks(
+export async function createTaskWithLinks(
   db: Queryable,
   row: { id: string; organizationId: string; createdAt: Date } & TaskFields,
   links: NewTaskLinks,
-  activeLimit: number,
-): Promise<boolean> {
+  tasksLimits: Readonly<Record<string, number>>,
+): Promise<CreatedTask> {
   const cols = TASK_COLUMNS.join(', ');
   const params = TASK_COLUMNS.map((_, i) => `$${i + 4}`).join(', ');
-  const n = TASK_COLUMNS.length + 4;
-  const rows = await db.query(
-    `WITH task AS (
+  // $1–$3 and the columns come first; the links and the limits follow.
+  const n = TASK_COLUMNS.length + 3;
+  const [result] = await db.query<
+    TaskRow & {
+      plan: OrganizationRow['plan'] | null;
+      tasks_limit: number | null;
+      foreign_ids: { field: 'skillIds' | 'sourceIds'; index: number }[] | null;
+      skill_ids: string[];
+      source_ids: string[];
+      woke: unknown;
+    }
+  >(
+    `WITH foreign_ids AS (
+       SELECT 'skillIds' AS field, u.ord - 1 AS index FROM unnest($${n + 1}::uuid[]) WITH ORDINALITY AS u(id, ord)
+        WHERE NOT EXISTS (SELECT 1 FROM skills s WHERE s.id = u.id AND s.organization_id = $2)
+       UNION ALL
+       SELECT 'sourceIds', u.ord - 1 FROM unnest($${n + 2}::uuid[]) WITH ORDINALITY AS u(id, ord)
+        WHERE NOT EXISTS (SELECT 1 FROM sources s WHERE s.id = u.id AND s.organization_id = $2)
+     ), org AS (
+       -- NO KEY UPDATE: creates queue here, but inserts referencing the organization do not.
+       SELECT plan, active_tasks,
+              coalesce((limit_overrides->>'tasksLimit')::int, ($${n + 7}::jsonb->>plan)::int) AS tasks_limit
+         FROM organizations WHERE id = $2 FOR NO KEY UPDATE
+     ), task AS (
        INSERT INTO tasks (id, organization_id, created_at, ${cols})
-       SELECT $1, $2, $3, ${params}
-        WHERE (SELECT count(*) FROM tasks WHERE organization_id = $2 AND status = 'active') < $${n}
-       RETURNING id, next_run_at
+       SELECT $1, $2, $3, ${params} FROM org
+        WHERE org.active_tasks < org.tasks_limit AND NOT EXISTS (SELECT 1 FROM foreign_ids)
+       RETURNING *
      ), skills AS (
        INSERT INTO task_skills (task_id, skill_id, position)
        SELECT task.id, u.id, u.ord FROM task, unnest($${n + 1}::uuid[]) WITH ORDINALITY AS u(id, ord)
@@ -132,23 +166,43 @@ export async function insertTaskWithLinks(
          FROM task, unnest($${n + 3}::uuid[], $${n + 4}::text[], $${n + 5}::text[], $${n + 6}::text[])
                     WITH ORDINALITY AS u(id, type, value, label, ord)
      )
-     SELECT task.id, CASE WHEN task.next_run_at IS NOT NULL THEN pg_notify('svc_tasks', '') END AS woke
-       FROM task`,
+     SELECT task.*, org.plan, org.tasks_limit,
+            (SELECT json_agg(json_build_object('field', f.field, 'index', f.index)) FROM foreign_ids f) AS foreign_ids,
+            $${n + 1}::uuid[]::text[] AS skill_ids, $${n + 2}::uuid[]::text[] AS source_ids,
+            CASE WHEN task.next_run_at IS NOT NULL THEN pg_notify('svc_tasks', '') END AS woke
+       FROM (SELECT 1) AS one LEFT JOIN org ON true LEFT JOIN task ON true`,
     [
       row.id,
       row.organizationId,
       row.createdAt,
       ...values(row),
-      activeLimit,
       links.skillIds,
       links.sourceIds,
       links.destinations.map((d) => d.id),
       links.destinations.map((d) => d.type),
       links.destinations.map((d) => d.value),
       links.destinations.map((d) => d.label),
+      JSON.stringify(tasksLimits),
     ],
   );
-  return rows.length > 0;
+  if (!result?.plan) return { ok: false, errorType: 'no_organization' };
+  if (result.foreign_ids) return { ok: false, errorType: 'foreign_ids', foreign: result.foreign_ids };
+  if (!result.id)
+    return { ok: false, errorType: 'tasks_limit', plan: result.plan, tasksLimit: result.tasks_limit ?? 0 };
+  const { plan: _plan, tasks_limit: _limit, foreign_ids: _foreign, woke: _woke, ...task } = result;
+  return {
+    ok: true,
+    task: {
+      ...task,
+      latest_run_at: null,
+      destinations: links.destinations.map(({ id, type, value, label }) => ({
+        id,
+        type: type as DestinationRow['type'],
+        value,
+        label,
+      })),
+    },
+  };
 }
 
 /** Writes every updatable column (the caller merges the patch into the current row). */
@@ -183,28 +237,20 @@ export async function lockTask(db: Queryable, organizationId: string, id: string
   return rows.length > 0;
 }
 
-/** Serialises task creation and resumption per organization, so tasksLimit cannot be raced past. */
 /**
- * Locks the organization's row (task limits are checked under it) and returns its plan, or
- * undefined when there is no such organization.
+ * Locks the organization's row (task limits are checked under it: creates and resumptions of
+ * one organization queue here) and returns its plan and active tasks, or undefined when there
+ * is no such organization. NO KEY UPDATE, so inserts that reference the organization go on.
  */
 export async function lockOrganizationRow(
   db: Queryable,
   organizationId: string,
-): Promise<Pick<OrganizationRow, 'plan' | 'limit_overrides'> | undefined> {
-  const [row] = await db.query<Pick<OrganizationRow, 'plan' | 'limit_overrides'>>(
-    'SELECT plan, limit_overrides FROM organizations WHERE id = $1 FOR UPDATE',
+): Promise<(Pick<OrganizationRow, 'plan' | 'limit_overrides'> & { active_tasks: number }) | undefined> {
+  const [row] = await db.query<Pick<OrganizationRow, 'plan' | 'limit_overrides'> & { active_tasks: number }>(
+    'SELECT plan, limit_overrides, active_tasks FROM organizations WHERE id = $1 FOR NO KEY UPDATE',
     [organizationId],
   );
   return row;
-}
-
-export async function countActiveTasks(db: Queryable, organizationId: string): Promise<number> {
-  const [row] = await db.query<{ n: number }>(
-    "SELECT count(*)::int AS n FROM tasks WHERE organization_id = $1 AND status = 'active'",
-    [organizationId],
-  );
-  return row?.n ?? 0;
 }
 
 /** The subset of `ids` that are the organization's own rows of `table`. */
