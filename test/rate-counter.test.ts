@@ -76,4 +76,35 @@ describe('rate counting claimed ahead per process', () => {
     assert.equal(next.exceeded, false);
     assert.equal(next.remaining, 4);
   });
+
+  test('a steady stream never waits for the database: the next batch is claimed while a quarter of the last is left', async () => {
+    const shared = sharedCounter();
+    // Claims after the first are held until released, like a busy database.
+    let release: () => void = () => undefined;
+    let held = 0;
+    const slowClaim = async (bucket: string, window: number, n: number) => {
+      if (shared.claims >= 1) {
+        held++;
+        await new Promise<void>((r) => {
+          release = r;
+        });
+      }
+      return shared.claim(bucket, window, n);
+    };
+    const counter = new RateCounter(slowClaim);
+    const now = at('2030-01-01T10:00:10Z');
+    const limit = 1_000_000;
+    await counter.hit('org:s', limit, now); // the first claim grants a batch of 200
+    let served = 1;
+    // The batch is served without waiting, although a claim is stuck the whole time.
+    while (served < 200) {
+      const state = await counter.hit('org:s', limit, now);
+      assert.equal(state.exceeded, false);
+      served++;
+    }
+    assert.equal(held, 1, 'the next batch was claimed before this one ran out');
+    const waiting = counter.hit('org:s', limit, now);
+    release();
+    assert.equal((await waiting).remaining, limit - 201);
+  });
 });

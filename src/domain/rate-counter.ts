@@ -19,6 +19,8 @@ interface WindowBudget {
   claiming: Promise<void> | undefined;
   /** Requests waiting for that claim (the next claim takes at least this many). */
   waiting: number;
+  /** Hits the last claim granted: when the allowance falls to a quarter of it, the next is claimed. */
+  lastGrant: number;
 }
 
 /**
@@ -28,6 +30,12 @@ interface WindowBudget {
 const MAX_CLAIM = 200;
 /** A claim takes at most this share of what is left in the window, so processes share the tail. */
 const CLAIM_SHARE = 8;
+/**
+ * The smallest grant after which the next claim is made ahead, before the allowance runs out.
+ * Below it the window's end is near and batches are shrinking: claiming ahead would only hold
+ * hits back from other processes.
+ */
+const PREFETCH_FROM_GRANT = 16;
 /** Windows remembered; older buckets are dropped (they belong to ended windows or idle callers). */
 const MAX_BUCKETS = 10_000;
 
@@ -51,7 +59,15 @@ export class RateCounter {
     const window = windowStart(now);
     let budget = this.#budgets.get(bucket);
     if (!budget || budget.window !== window) {
-      budget = { window, claimed: 0, allowance: 0, exhausted: false, claiming: undefined, waiting: 0 };
+      budget = {
+        window,
+        claimed: 0,
+        allowance: 0,
+        exhausted: false,
+        claiming: undefined,
+        waiting: 0,
+        lastGrant: 0,
+      };
       setBounded(this.#budgets, bucket, budget, MAX_BUCKETS);
     }
     // Each pass either serves, refuses, or waits for a claim that grants at least one hit or
@@ -59,15 +75,12 @@ export class RateCounter {
     for (;;) {
       if (budget.allowance > 0) {
         budget.allowance--;
-        return rateState(now, limit, budget.claimed - budget.allowance);
+        const state = rateState(now, limit, budget.claimed - budget.allowance);
+        this.#claimAhead(bucket, budget, limit);
+        return state;
       }
       if (budget.exhausted) return rateState(now, limit, limit + 1);
-      if (!budget.claiming) {
-        const claimFor = budget;
-        claimFor.claiming = this.#claimMore(bucket, claimFor, limit).finally(() => {
-          claimFor.claiming = undefined;
-        });
-      }
+      if (!budget.claiming) this.#startClaim(bucket, budget, limit, false);
       budget.waiting++;
       try {
         await budget.claiming;
@@ -75,6 +88,26 @@ export class RateCounter {
         budget.waiting--;
       }
     }
+  }
+
+  #startClaim(bucket: string, budget: WindowBudget, limit: number, ahead: boolean): void {
+    const claim = this.#claimMore(bucket, budget, limit);
+    // A claim made ahead has no request waiting on it; if it fails, the request that finds the
+    // allowance empty claims again and gets the error.
+    budget.claiming = (ahead ? claim.catch(() => undefined) : claim).finally(() => {
+      budget.claiming = undefined;
+    });
+  }
+
+  /**
+   * Claims the next batch while a quarter of the last one is still to serve, so that a steady
+   * stream of requests never stops to wait for the database (with many requests queued on it,
+   * as on the embedded database, that wait is long).
+   */
+  #claimAhead(bucket: string, budget: WindowBudget, limit: number): void {
+    if (budget.claiming || budget.exhausted || budget.lastGrant < PREFETCH_FROM_GRANT) return;
+    if (budget.allowance * 4 > budget.lastGrant || budget.claimed >= limit) return;
+    this.#startClaim(bucket, budget, limit, true);
   }
 
   async #claimMore(bucket: string, budget: WindowBudget, limit: number): Promise<void> {
@@ -94,5 +127,6 @@ export class RateCounter {
     const granted = Math.min(want, limit - before);
     budget.claimed = Math.max(budget.claimed, before + granted);
     budget.allowance += granted;
+    budget.lastGrant = granted;
   }
 }

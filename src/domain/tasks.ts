@@ -27,6 +27,7 @@ import {
   weekdayAt,
 } from '../scheduler/slots.ts';
 import { scheduleSpecOf } from '../scheduler/task-spec.ts';
+import { slotNeedsWake } from '../scheduler/wake.ts';
 import type { Task, TaskCreateBody, TaskUpdateBody } from '../schemas/task.ts';
 import type { Deps } from './deps.ts';
 import { checkDestination } from './destinations.ts';
@@ -216,6 +217,7 @@ export async function createTask(deps: Deps, organizationId: string, body: TaskC
       destinations: destinationRows(body.destinations),
     },
     PLAN_TASKS_LIMITS,
+    slotNeedsWake(fields.next_run_at, now),
   );
   if (created.ok) return taskView(created.task);
   switch (created.errorType) {
@@ -295,7 +297,10 @@ export async function updateTaskOf(
     if (patch.skillIds) await replaceTaskSkills(tx, id, patch.skillIds);
     if (patch.sourceIds) await replaceTaskSources(tx, id, patch.sourceIds);
     if (patch.destinations) await replaceTaskDestinations(tx, id, destinationRows(patch.destinations), now);
-    if (next.next_run_at && next.next_run_at.getTime() !== current.next_run_at?.getTime()) {
+    if (
+      next.next_run_at?.getTime() !== current.next_run_at?.getTime() &&
+      slotNeedsWake(next.next_run_at, now)
+    ) {
       await notify(tx, 'svc_tasks');
     }
   });

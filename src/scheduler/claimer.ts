@@ -18,6 +18,7 @@ import { CoalescedTask } from '../lib/coalesced-task.ts';
 import { newId } from '../lib/ids.ts';
 import { type DueSlotPlan, planDueSlot } from './due-slot.ts';
 import { scheduleSpecOf } from './task-spec.ts';
+import { MAX_SLEEP_MS } from './wake.ts';
 
 /**
  * Tasks claimed per transaction. A batch is a fixed handful of statements whatever its size, so
@@ -26,12 +27,6 @@ import { scheduleSpecOf } from './task-spec.ts';
  * waits for) to some tens of milliseconds.
  */
 const BATCH_SIZE = 500;
-/**
- * The longest sleep between looks. Wake-ups come from the nearest slot's timer and from
- * NOTIFY svc_tasks; this bound only limits the damage of a notification that never arrives.
- */
-const MAX_SLEEP_MS = 60_000;
-
 export interface TickResult {
   runsCreated: number;
   missed: number;

@@ -110,8 +110,8 @@ export type CreatedTask =
  * Creates an active task with its skills, sources and destinations in ONE statement, sent on
  * its own (autocommit): it locks the organization's row, checks that every skill and source
  * is the organization's and that its active tasks (`organizations.active_tasks`, kept by
- * triggers) are under the plan's limit, writes everything and wakes the schedulers when the
- * task has a slot. The row lock serialises concurrent creates of one organization, so the
+ * triggers) are under the plan's limit, writes everything and, when asked to, wakes the
+ * schedulers (NOTIFY). The row lock serialises concurrent creates of one organization, so the
  * limit is exact; holding it for one statement and its commit, instead of across round trips
  * to the service, is what lets creates of one organization follow each other quickly.
  *
@@ -123,6 +123,7 @@ export async function createTaskWithLinks(
   row: { id: string; organizationId: string; createdAt: Date } & TaskFields,
   links: NewTaskLinks,
   tasksLimits: Readonly<Record<string, number>>,
+  wakeSchedulers: boolean,
 ): Promise<CreatedTask> {
   const cols = TASK_COLUMNS.join(', ');
   const params = TASK_COLUMNS.map((_, i) => `$${i + 4}`).join(', ');
@@ -169,7 +170,7 @@ export async function createTaskWithLinks(
      SELECT task.*, org.plan, org.tasks_limit,
             (SELECT json_agg(json_build_object('field', f.field, 'index', f.index)) FROM foreign_ids f) AS foreign_ids,
             $${n + 1}::uuid[]::text[] AS skill_ids, $${n + 2}::uuid[]::text[] AS source_ids,
-            CASE WHEN task.next_run_at IS NOT NULL THEN pg_notify('svc_tasks', '') END AS woke
+            CASE WHEN task.id IS NOT NULL AND $${n + 8}::boolean THEN pg_notify('svc_tasks', '') END AS woke
        FROM (SELECT 1) AS one LEFT JOIN org ON true LEFT JOIN task ON true`,
     [
       row.id,
@@ -183,6 +184,7 @@ export async function createTaskWithLinks(
       links.destinations.map((d) => d.value),
       links.destinations.map((d) => d.label),
       JSON.stringify(tasksLimits),
+      wakeSchedulers,
     ],
   );
   if (!result?.plan) return { ok: false, errorType: 'no_organization' };
