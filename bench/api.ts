@@ -38,6 +38,8 @@ interface AutocannonOptions {
   method?: string;
   headers?: Record<string, string>;
   body?: string;
+  /** Called once per connection: lets each connection send its own headers and body. */
+  setupClient?: (client: { setHeadersAndBody(headers: Record<string, string>, body: string): void }) => void;
 }
 
 /** One target's requests: everything but the load, which is the same for all. */
@@ -73,6 +75,8 @@ export interface PartResult {
 }
 
 const CONNECTIONS = 50;
+/** BENCH_API_TARGETS=create,createOrgs measures only those service targets (with --profile). */
+const onlyTargets = process.env.BENCH_API_TARGETS?.split(',');
 /** Tasks in the organization whose list is read. */
 const LIST_SIZE = 20;
 
@@ -204,8 +208,14 @@ async function serviceTargets(service: Child): Promise<Target[]> {
         expect: 201,
       }),
   );
-  // Creates go to an organization of their own, so the list read above keeps its 20 tasks.
+  // Creates go to organizations of their own, so the list read above keeps its 20 tasks.
   const writer = await createPaidOrganization(service.url, 'Bench writers');
+  const writers = await mapConcurrent(
+    Array.from({ length: CONNECTIONS }, (_, i) => i),
+    4,
+    (i) => createPaidOrganization(service.url, `Bench writers ${i + 1}`),
+  );
+  let nextWriter = 0;
   const taskId = tasks[0]?.id ?? '';
   return [
     {
@@ -232,6 +242,24 @@ async function serviceTargets(service: Child): Promise<Target[]> {
         method: 'POST',
         headers: { authorization: `Bearer ${writer.apiKey}`, 'content-type': 'application/json' },
         body: JSON.stringify(weeklyTaskBody(writer.organizationId, 0)),
+      },
+    },
+    {
+      key: 'createOrgs',
+      label: `POST /api/svc/tasks (weekly, Europe/Berlin), ${CONNECTIONS} organizations`,
+      request: {
+        url: `${service.url}/api/svc/tasks`,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        // Each connection creates for an organization of its own.
+        setupClient: (client) => {
+          const own = writers[nextWriter++ % writers.length];
+          if (!own) return;
+          client.setHeadersAndBody(
+            { authorization: `Bearer ${own.apiKey}`, 'content-type': 'application/json' },
+            JSON.stringify(weeklyTaskBody(own.organizationId, 0)),
+          );
+        },
       },
     },
   ];
@@ -270,7 +298,7 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
           request: { url: `${setup.pk.url}/items/${String(setup.pk.info.id)}` },
         },
         ...(await serviceTargets(setup.service)),
-      ];
+      ].filter((t) => t.key === 'pk' || !onlyTargets || onlyTargets.includes(t.key));
       const results = await measureTargets(targets, settings);
       const pk = results.get('pk');
       const rows: string[][] = [];
@@ -341,7 +369,7 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
   const markdown = [
     '## API',
     '',
-    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round after a ${settings.warmup} s warm-up per target, ${settings.rounds} round(s); medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`node src/main.ts\` with \`SVC_ROLE=api\` in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10). Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization. Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards).`,
+    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round after a ${settings.warmup} s warm-up per target, ${settings.rounds} round(s); medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`npm start\` runs it (see Method) with \`SVC_ROLE=api\` in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10). Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization. Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards).`,
     '',
     ...sections.flatMap((s) => [s, '']),
     '### Findings',

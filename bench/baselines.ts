@@ -22,6 +22,18 @@ import pg from 'pg';
 
 const SELF = fileURLToPath(import.meta.url);
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+/** The node options of `npm start` (package.json), so the service measured runs as it is run. */
+export const START_NODE_ARGS = (() => {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+    scripts: { start: string };
+  };
+  const m = /^node((?: --[^ ]+)*) src\/main\.ts$/.exec(pkg.scripts.start);
+  if (!m)
+    throw new Error(
+      `package.json's start script is not "node [--options] src/main.ts": ${pkg.scripts.start}`,
+    );
+  return m[1]?.trim().split(' ').filter(Boolean) ?? [];
+})();
 
 export const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
 
@@ -183,7 +195,7 @@ export interface ServiceProcessOptions {
 }
 
 /**
- * Starts the service (`node src/main.ts`, what `npm start` runs) with exactly `env` plus a free
+ * Starts the service as `npm start` runs it (`node` with the start script's options, `src/main.ts`) with exactly `env` plus a free
  * PORT, and waits until /healthz answers. Its stdout (one JSON log line per request at the
  * default level, info) goes to /dev/null.
  */
@@ -193,7 +205,7 @@ export async function startServiceProcess(
 ): Promise<Child> {
   const port = await freePort();
   const c = spawnNode(
-    [...(options.nodeArgs ?? []), options.script ?? MAIN, ...(options.args ?? [])],
+    [...START_NODE_ARGS, ...(options.nodeArgs ?? []), options.script ?? MAIN, ...(options.args ?? [])],
     { HOST: '127.0.0.1', PORT: String(port), ...env },
     'ignore',
   );

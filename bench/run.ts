@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { benchApi, type PartOptions, type PartResult } from './api.ts';
-import { fmt, progress, table } from './baselines.ts';
+import { fmt, progress, START_NODE_ARGS, table } from './baselines.ts';
 import { benchEngine } from './engine.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -440,7 +440,7 @@ async function main(): Promise<void> {
     '',
     '## Method',
     '',
-    '- Every server measured runs in a child process of its own: the service as `node src/main.ts` (what `npm start` runs) with its role set by `SVC_ROLE`, the baselines as `node bench/baselines.ts …`, the model stand-in likewise. The load generators (autocannon, `fetch`) run in the bench process, so client and server never share an event loop.',
+    `- Every server measured runs in a child process of its own: the service as \`${['node', ...START_NODE_ARGS, 'src/main.ts'].join(' ')}\` (what \`npm start\` runs) with its role set by \`SVC_ROLE\`, the baselines as \`node bench/baselines.ts …\`, the model stand-in likewise. The load generators (autocannon, \`fetch\`) run in the bench process, so client and server never share an event loop.`,
     `- This machine has ${m.cores} cores, shared by the load generator, the server under test and, on PostgreSQL, the database server. Absolute numbers are therefore modest; the targets are ratios to baselines that face the same constraint in the same run. A busy machine (see the load average above) lowers every number and widens the spread between rounds.`,
     "- Each part starts a fresh service per backend. PGlite uses a data directory on disk (the service's default, `./data`, is one), created in the temp directory.",
     '',

@@ -7,7 +7,7 @@ import type { Db } from '../src/db/db.ts';
 import { createOrganization } from '../src/domain/organizations.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { SecretBox } from '../src/lib/secret-box.ts';
-import { createDatabase as createPostgresDatabase } from './baselines.ts';
+import { createDatabase as createPostgresDatabase, START_NODE_ARGS } from './baselines.ts';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const MODEL_SERVER = fileURLToPath(new URL('./scheduler-model-server.ts', import.meta.url));
@@ -115,15 +115,15 @@ export async function startModelServer(): Promise<{ url: string; proc: Child }> 
 }
 
 /**
- * The real entry point (`node src/main.ts`, what `npm start` runs) with exactly `env`; resolves
- * once it listens. `nodeArgs` go before the script (e.g. --cpu-prof).
+ * The real entry point as `npm start` runs it (its node options, `src/main.ts`) with exactly
+ * `env`; resolves once it listens. `nodeArgs` go before the script (e.g. --cpu-prof).
  */
 export async function startServiceProcess(
   env: Record<string, string>,
   nodeArgs: string[] = [],
 ): Promise<Child> {
   const { proc } = await startChild(
-    [...nodeArgs, MAIN],
+    [...START_NODE_ARGS, ...nodeArgs, MAIN],
     { PORT: '0', ...env },
     /Server listening at http:\/\/\S+/,
     'service process',

@@ -8,6 +8,26 @@ export const PGLITE_PARSERS = {
   [types.NUMERIC]: (v: string) => Number(v),
 };
 
+/**
+ * Server settings of the embedded database, on top of PGlite's own. Its shared memory lives in
+ * the process's WebAssembly memory and is touched when it is set up, so every megabyte of
+ * `shared_buffers` is a megabyte of the service's RSS whether or not it ever caches a page:
+ * PostgreSQL's default of 128 MB made an embedded worker about 50-65 MB larger than 64 MB does
+ * (idle and with 1,000 runs in flight; docs/benchmarks.md, run engine). The hot pages of a
+ * one-machine database (tasks, queued runs, keys) fit in 64 MB, and pages beyond them come from
+ * the OS page cache: in A/B runs, primary-key reads, inserts and updates were no slower. 32 MB
+ * saved little more and slowed scans of larger tables. `wal_buffers` follows `shared_buffers`
+ * (1/32 of them) unless set: it stays at the 4 MB that 128 MB gave it, so commits write the WAL
+ * as before.
+ */
+export const PGLITE_START_PARAMS: readonly string[] = [
+  ...PGlite.defaultStartParams,
+  '-c',
+  'shared_buffers=64MB',
+  '-c',
+  'wal_buffers=4MB',
+];
+
 type PgliteLike = Pick<PGlite, 'query' | 'exec'>;
 
 function wrap(pg: PgliteLike): Queryable {
@@ -34,6 +54,7 @@ export async function openPglite(dataDir: string, options: { loadDataDir?: Blob 
     pg = await PGlite.create({
       dataDir: inMemory ? undefined : dataDir,
       parsers: PGLITE_PARSERS,
+      startParams: [...PGLITE_START_PARAMS],
       ...(options.loadDataDir && { loadDataDir: options.loadDataDir }),
     });
   } catch (err) {
