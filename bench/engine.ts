@@ -420,6 +420,9 @@ export async function benchEngine(options: PartOptions): Promise<PartResult> {
         },
         { key: '100ms-c32', delayMs: 100, concurrency: 32, orgConcurrency: 32, runs: 256 },
       ];
+  // BENCH_ENGINE_ROWS=100ms-c4 (or =none: the memory measurement alone) measures only those rows.
+  const onlyRows = process.env.BENCH_ENGINE_ROWS?.split(',');
+  if (onlyRows) rows.splice(0, rows.length, ...rows.filter((r) => onlyRows.includes(r.key)));
   const backendNames: ('pglite' | 'postgres')[] = options.postgresUrl ? ['pglite', 'postgres'] : ['pglite'];
 
   progress('engine: model servers');
@@ -606,7 +609,7 @@ export async function benchEngine(options: PartOptions): Promise<PartResult> {
 const ENGINE_FINDINGS = [
   "- **A run's path.** A free place is taken by a claim (one transaction: the claim lock and the clock in one statement, the claim, the commit), then the run's task, skills, sources and organization are read in one statement, then the model is called. Recording the result (`finishRun`, one statement and its commit) no longer holds the place: the next claim starts as soon as the model has answered. With a 100 ms model at the default concurrency the service reaches 0.80–0.88× of the HTTP-only ceiling from one full run to the next on this machine; what is left per run is the claim's commit and the context read, on 2 cores shared with PostgreSQL and the model server.",
   "- **Memory on PGlite includes the database.** An embedded worker's RSS holds the whole database server: its shared memory (set up, and so resident, in the WebAssembly memory: `shared_buffers` 64 MB here, see `src/db/pglite.ts`; PostgreSQL's default 128 MB cost 50–65 MB more) and the WebAssembly code. On PostgreSQL that memory belongs to the server's processes and is not counted.",
-  "- **What 1,000 runs in flight add is mostly the JS heap's young generation.** The objects of the runs themselves (HTTP connection, request, stream and abort state) are about 40 KB a run in the old generation; starting 1,000 at once makes V8 double its young generation to its maximum (64 → 128 MB committed), which is most of the rest. Node's `--max-semi-space-size=16` keeps it at 32 MB (about 100 MB less RSS in flight, measured with this worker).",
+  "- **What 1,000 runs in flight add is mostly the JS heap's young generation.** The objects of the runs themselves (HTTP connection, request, stream and abort state) are about 40 KB a run in the old generation; starting 1,000 at once makes V8 double its young generation to its maximum (64 → 128 MB committed), which is most of the rest. `npm start` caps it with `--max-semi-space-size=32`: with 1,000 runs in flight, 504 → 450 MB on PGlite and 283 → 258 MB on PostgreSQL (one run each, same machine); 16 MB saved another 30–50 MB but cost API requests 10–20% of their throughput.",
   "- **The peak over a PGlite process's life is not the runs.** V8 compiles PGlite's hot WebAssembly functions again with its optimising compiler after a few hundred queries; one of them (105 KB of code) takes about 600 MB of compiler memory for half a second, once per process, whatever the load.",
 ];
 
