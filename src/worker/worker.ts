@@ -156,7 +156,11 @@ export class RunWorker {
     const expired = await lockExpiredLeases(tx, now, [...this.#active.keys()]);
     if (!expired.length) return;
     const retry = expired.filter((r) => r.attempts < config.worker.maxAttempts);
-    const giveUp = expired.filter((r) => r.attempts >= config.worker.maxAttempts);
+    // In organization order: failing a one-off task's run completes the task, which updates its
+    // organization's row (active-task count); schedulers take those rows in the same order.
+    const giveUp = expired
+      .filter((r) => r.attempts >= config.worker.maxAttempts)
+      .sort((a, b) => a.organization_id.localeCompare(b.organization_id));
     await requeueRuns(
       tx,
       retry.map((r) => r.id),

@@ -86,6 +86,7 @@ export function claimRuns(tx: Queryable, o: ClaimOptions): Promise<RunRow[]> {
 
 export interface ExpiredLease {
   id: string;
+  organization_id: string;
   attempts: number;
 }
 
@@ -100,7 +101,7 @@ export function lockExpiredLeases(
   alive: readonly string[],
 ): Promise<ExpiredLease[]> {
   return tx.query<ExpiredLease>(
-    `${PLAN_EACH_TIME} SELECT id, attempts FROM runs
+    `${PLAN_EACH_TIME} SELECT id, organization_id, attempts FROM runs
       WHERE status = 'running' AND lease_expires_at < $1 AND NOT (id = ANY($2::uuid[]))
       ORDER BY lease_expires_at
       LIMIT 1000

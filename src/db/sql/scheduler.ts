@@ -84,6 +84,18 @@ export async function advanceTasks(
   now: Date,
 ): Promise<void> {
   if (!advances.length) return;
+  const completing = advances.filter((a) => a.complete).map((a) => a.taskId);
+  if (completing.length) {
+    // A completed task leaves its organization's active-task count (a trigger updates the
+    // organization's row). Taking those rows first, in id order, keeps two batches that
+    // complete tasks of the same organizations from locking them in opposite orders.
+    await tx.query(
+      `SELECT 1 FROM organizations
+        WHERE id IN (SELECT organization_id FROM tasks WHERE id = ANY($1::uuid[]))
+        ORDER BY id FOR NO KEY UPDATE`,
+      [completing],
+    );
+  }
   await tx.query(
     `UPDATE tasks t SET next_run_at = v.next_run_at,
         status = CASE WHEN v.complete THEN 'completed' ELSE t.status END,
