@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite, types } from '@electric-sql/pglite';
 import { type Db, PGLITE_PROFILE, type Queryable } from './db.ts';
+import { PgliteStatements } from './pglite-statements.ts';
 
 export const PGLITE_PARSERS = {
   [types.INT8]: (v: string) => Number(v),
@@ -42,16 +43,14 @@ type PgliteLike = Pick<PGlite, 'query' | 'exec'>;
  */
 const afterPendingIo = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-function wrap(pg: PgliteLike, yieldFirst: boolean): Queryable {
+/** Statements inside a transaction: PGlite's own query(), the transaction holds the database. */
+function wrapTransaction(tx: PgliteLike): Queryable {
   return {
     async query<R>(sql: string, params: readonly unknown[] = []) {
-      if (yieldFirst) await afterPendingIo();
-      const res = await pg.query<R>(sql, params as unknown[]);
-      return res.rows;
+      return (await tx.query<R>(sql, params as unknown[])).rows;
     },
     async exec(sql: string) {
-      if (yieldFirst) await afterPendingIo();
-      await pg.exec(sql);
+      await tx.exec(sql);
     },
   };
 }
@@ -80,14 +79,20 @@ export async function openPglite(dataDir: string, options: { loadDataDir?: Blob 
 
 /** The Db seam over an open PGlite instance; `onClose` runs after the instance closes. */
 export function pgliteDb(pg: PGlite, onClose: () => void = () => undefined): Db {
-  const base = wrap(pg, true);
+  const statements = new PgliteStatements(pg);
   return {
     backend: PGLITE_PROFILE,
-    query: base.query,
-    exec: base.exec,
+    async query<R>(sql: string, params: readonly unknown[] = []) {
+      await afterPendingIo();
+      return statements.query<R>(sql, params);
+    },
+    async exec(sql: string) {
+      await afterPendingIo();
+      await pg.exec(sql);
+    },
     transaction: async (fn) => {
       await afterPendingIo();
-      return pg.transaction((tx) => fn(wrap(tx, false)));
+      return pg.transaction((tx) => fn(wrapTransaction(tx)));
     },
     async listen(channel, onNotify) {
       const unlisten = await pg.listen(channel, onNotify);
