@@ -43,12 +43,11 @@ type PgliteLike = Pick<PGlite, 'query' | 'exec'>;
  */
 const afterPendingIo = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-/** Statements inside a transaction: PGlite's own query(), the transaction holds the database. */
-function wrapTransaction(tx: PgliteLike): Queryable {
+/** Statements inside a transaction: the transaction holds the database until it ends. */
+function wrapTransaction(tx: PgliteLike, statements: PgliteStatements): Queryable {
   return {
-    async query<R>(sql: string, params: readonly unknown[] = []) {
-      return (await tx.query<R>(sql, params as unknown[])).rows;
-    },
+    query: <R>(sql: string, params: readonly unknown[] = []) =>
+      statements.queryInTransaction<R>(tx, sql, params),
     async exec(sql: string) {
       await tx.exec(sql);
     },
@@ -92,7 +91,7 @@ export function pgliteDb(pg: PGlite, onClose: () => void = () => undefined): Db 
     },
     transaction: async (fn) => {
       await afterPendingIo();
-      return pg.transaction((tx) => fn(wrapTransaction(tx)));
+      return pg.transaction((tx) => fn(wrapTransaction(tx, statements)));
     },
     async listen(channel, onNotify) {
       const unlisten = await pg.listen(channel, onNotify);
