@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { Db } from '../src/db/db.ts';
+import { openPglite } from '../src/db/pglite.ts';
+
+/**
+ * The embedded adapter prepares statements through PGlite's protocol API instead of its
+ * query(). These are the behaviours callers rely on whichever path a statement takes.
+ */
+describe('prepared statements on the embedded database', () => {
+  let db: Db;
+
+  before(async () => {
+    db = await openPglite('memory://');
+    await db.exec('CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, tags text[], at timestamptz)');
+  });
+  after(() => db.close());
+
+  test('a statement run again returns fresh results with typed values, nulls included', async () => {
+    const at = new Date('2030-01-02T03:04:05.678Z');
+    const insert = 'INSERT INTO items (id, name, tags, at) VALUES ($1, $2, $3, $4) RETURNING id, tags, at';
+    assert.deepEqual(await db.query(insert, [1, 'one', ['a', 'b'], at]), [{ id: 1, tags: ['a', 'b'], at }]);
+    assert.deepEqual(await db.query(insert, [2, 'two', null, null]), [{ id: 2, tags: null, at: null }]);
+    const read = 'SELECT id, name FROM items WHERE id = $1';
+    assert.deepEqual(await db.query(read, [1]), [{ id: 1, name: 'one' }]);
+    assert.deepEqual(await db.query(read, [2]), [{ id: 2, name: 'two' }]);
+    assert.deepEqual(await db.query(read, [3]), []);
+  });
+
+  test('a failing statement reports the database error and leaves the connection usable', async () => {
+    const insert = 'INSERT INTO items (id, name) VALUES ($1, $2)';
+    await db.query(insert, [10, 'ten']);
+    await assert.rejects(db.query(insert, [10, 'again']), { code: '23505' });
+    await assert.rejects(db.query('SELEC broken', []), { code: '42601' });
+    // The same text fails again the same way: a statement that did not parse is not kept.
+    await assert.rejects(db.query('SELEC broken', []), { code: '42601' });
+    assert.deepEqual(await db.query('SELECT name FROM items WHERE id = $1', [10]), [{ name: 'ten' }]);
+  });
+
+  test('statements inside a transaction commit or roll back with it', async () => {
+    const insert = 'INSERT INTO items (id, name) VALUES ($1, $2)';
+    await db.transaction(async (tx) => {
+      await tx.query(insert, [20, 'kept']);
+    });
+    await assert.rejects(
+      db.transaction(async (tx) => {
+        await tx.query(insert, [21, 'undone']);
+        await tx.query(insert, [20, 'duplicate']);
+      }),
+      { code: '23505' },
+    );
+    const rows = await db.query<{ id: number }>('SELECT id FROM items WHERE id >= $1 ORDER BY id', [20]);
+    assert.deepEqual(
+      rows.map((r) => r.id),
+      [20],
+    );
+  });
+
+  test('statements sent at once from many requests all complete, in the order they were sent', async () => {
+    const finished: number[] = [];
+    await Promise.all(
+      Array.from({ length: 50 }, async (_, i) => {
+        const [row] = await db.query<{ n: number }>('SELECT $1::int AS n', [i]);
+        finished.push(row?.n ?? -1);
+      }),
+    );
+    assert.deepEqual(
+      finished,
+      Array.from({ length: 50 }, (_, i) => i),
+    );
+  });
+});
