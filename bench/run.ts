@@ -430,6 +430,8 @@ async function main(): Promise<void> {
     'npm run bench -- --quick   # 1 round, shorter loads',
     'npm run bench -- --only=api,engine          # some parts only',
     'npm run bench -- --profile --only=engine    # service processes under --cpu-prof; prints where the time went, writes no report',
+    'BENCH_API_TARGETS=list,create npm run bench -- --only=api   # some API targets only (get, list, create, createOrgs)',
+    'BENCH_ENGINE_ROWS=none npm run bench -- --only=engine      # the memory measurement alone (or rows: instant-c4, 100ms-c4, 100ms-c32)',
     '```',
     '',
     `PostgreSQL is taken from \`BENCH_DATABASE_URL\` (default \`${DEFAULT_POSTGRES}\`); each part creates a fresh database there and drops it afterwards. Without a reachable server only PGlite is measured and this page says so.`,

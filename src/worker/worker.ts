@@ -160,7 +160,10 @@ export class RunWorker {
     // organization's row (active-task count); schedulers take those rows in the same order.
     const giveUp = expired
       .filter((r) => r.attempts >= config.worker.maxAttempts)
-      .sort((a, b) => a.organization_id.localeCompare(b.organization_id));
+      // Code-point order of the canonical text is PostgreSQL's uuid order (byte order).
+      .sort((a, b) =>
+        a.organization_id < b.organization_id ? -1 : a.organization_id > b.organization_id ? 1 : 0,
+      );
     await requeueRuns(
       tx,
       retry.map((r) => r.id),
