@@ -6,6 +6,8 @@
  * local hour). An "instant" is an ordinary epoch-milliseconds value.
  */
 
+import { setBounded } from '../lib/bounded-map.ts';
+
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
@@ -42,8 +44,40 @@ export function isKnownTimeZone(timeZone: string): boolean {
   }
 }
 
+/**
+ * Offsets by hour, per zone: `formatToParts` costs microseconds, and a create or a scheduling
+ * pass asks for the wall time of instants that mostly fall in a few hours (now, and the next
+ * slots). An hour whose first and last second have the same offset is taken to have it
+ * throughout: no zone changes its offset and changes it back within one hour. An hour with a
+ * transition in it is remembered as such (NaN) and always computed exactly.
+ */
+const HOURLY_OFFSETS_PER_ZONE = 4096;
+const hourlyOffsets = new Map<string, Map<number, number>>();
+/** Instants this far inside the Date range, so that probing the whole hour cannot overflow it. */
+const MEMO_RANGE = 8.64e15 - 2 * HOUR;
+
 /** The local wall time of `instant` in `timeZone` (milliseconds are carried over unchanged). */
 export function wallTime(timeZone: string, instant: number): number {
+  if (!(Math.abs(instant) < MEMO_RANGE)) return wallTimeUncached(timeZone, instant);
+  const hour = Math.floor(instant / HOUR);
+  let offsets = hourlyOffsets.get(timeZone);
+  let offset = offsets?.get(hour);
+  if (offset === undefined) {
+    const start = hour * HOUR;
+    const end = start + HOUR - 1000;
+    const atStart = wallTimeUncached(timeZone, start) - start;
+    offset = wallTimeUncached(timeZone, end) - end === atStart ? atStart : Number.NaN;
+    if (!offsets) {
+      offsets = new Map();
+      hourlyOffsets.set(timeZone, offsets);
+    }
+    setBounded(offsets, hour, offset, HOURLY_OFFSETS_PER_ZONE);
+  }
+  return Number.isNaN(offset) ? wallTimeUncached(timeZone, instant) : instant + offset;
+}
+
+/** wallTime straight from Intl, with no cache. */
+export function wallTimeUncached(timeZone: string, instant: number): number {
   let year = 0;
   let month = 1;
   let day = 1;

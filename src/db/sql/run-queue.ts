@@ -183,20 +183,8 @@ const deliveryTargets = (task: string) => `
 /** When the run ended: the worker's manual clock in tests, else the database's clock. */
 const COMPLETED_AT = 'coalesce($8::timestamptz, statement_timestamp())';
 
-/**
- * Records a run's end in one statement: the run (only while `workerId` holds it; pass null for
- * a run failed by lease recovery), its usage-ledger row, a `once` task's completion, and one
- * delivery job per destination (deliveryStatus `pending` when there is any). Returns the
- * finished run, or undefined when the lease was no longer this worker's.
- */
-export async function finishRun(
-  db: Queryable,
-  runId: string,
-  workerId: string | null,
-  r: RunResultRow,
-): Promise<RunRow | undefined> {
-  const [row] = await db.query<RunRow>(
-    `WITH targets AS (
+// Built once (statements are named by their text; see FIND_TASK in tasks.ts).
+const FINISH_RUN = `WITH targets AS (
        ${deliveryTargets('(SELECT task_id FROM runs WHERE id = $1)')}
      ), run AS (
        UPDATE runs SET status = $3, output = $4, error = $5, cost_cents = $6, tokens_used = $7,
@@ -223,18 +211,30 @@ export async function finishRun(
               targets.target, targets.label, targets.position, 'pending', ${COMPLETED_AT}, ${COMPLETED_AT}, ${COMPLETED_AT}
          FROM run CROSS JOIN targets
      )
-     SELECT * FROM run`,
-    [
-      runId,
-      workerId,
-      r.status,
-      r.output,
-      r.error,
-      r.costCents,
-      Math.round(r.tokensUsed),
-      r.completedAt,
-      r.counted ?? true,
-    ],
-  );
+     SELECT * FROM run`;
+
+/**
+ * Records a run's end in one statement: the run (only while `workerId` holds it; pass null for
+ * a run failed by lease recovery), its usage-ledger row, a `once` task's completion, and one
+ * delivery job per destination (deliveryStatus `pending` when there is any). Returns the
+ * finished run, or undefined when the lease was no longer this worker's.
+ */
+export async function finishRun(
+  db: Queryable,
+  runId: string,
+  workerId: string | null,
+  r: RunResultRow,
+): Promise<RunRow | undefined> {
+  const [row] = await db.query<RunRow>(FINISH_RUN, [
+    runId,
+    workerId,
+    r.status,
+    r.output,
+    r.error,
+    r.costCents,
+    Math.round(r.tokensUsed),
+    r.completedAt,
+    r.counted ?? true,
+  ]);
   return row;
 }

@@ -50,23 +50,22 @@ const SELECT_WITH_LINKS = `
               FROM task_destinations d WHERE d.task_id = t.id), '[]'::json) AS destinations
   FROM tasks t`;
 
+// Statement texts are built once: the Db seam names prepared statements by their text, and a
+// text assembled on every call would be hashed and compared in full on every call.
+const FIND_TASK = `${SELECT_WITH_LINKS} WHERE t.organization_id = $1 AND t.id = $2`;
+const LIST_TASKS = `${SELECT_WITH_LINKS} WHERE t.organization_id = $1 ORDER BY t.created_at DESC, t.id DESC`;
+
 export async function findTask(
   db: Queryable,
   organizationId: string,
   id: string,
 ): Promise<TaskWithLinks | undefined> {
-  const [row] = await db.query<TaskWithLinks>(
-    `${SELECT_WITH_LINKS} WHERE t.organization_id = $1 AND t.id = $2`,
-    [organizationId, id],
-  );
+  const [row] = await db.query<TaskWithLinks>(FIND_TASK, [organizationId, id]);
   return row;
 }
 
 export function listTasks(db: Queryable, organizationId: string): Promise<TaskWithLinks[]> {
-  return db.query<TaskWithLinks>(
-    `${SELECT_WITH_LINKS} WHERE t.organization_id = $1 ORDER BY t.created_at DESC, t.id DESC`,
-    [organizationId],
-  );
+  return db.query<TaskWithLinks>(LIST_TASKS, [organizationId]);
 }
 
 /** Columns a create or update may write, in the order of TASK_COLUMNS. */
@@ -106,40 +105,12 @@ export type CreatedTask =
   | { ok: false; errorType: 'foreign_ids'; foreign: { field: 'skillIds' | 'sourceIds'; index: number }[] }
   | { ok: false; errorType: 'tasks_limit'; plan: OrganizationRow['plan']; tasksLimit: number };
 
-/**
- * Creates an active task with its skills, sources and destinations in ONE statement, sent on
- * its own (autocommit): it locks the organization's row, checks that every skill and source
- * is the organization's and that its active tasks (`organizations.active_tasks`, kept by
- * triggers) are under the plan's limit, writes everything and, when asked to, wakes the
- * schedulers (NOTIFY). The row lock serialises concurrent creates of one organization, so the
- * limit is exact; holding it for one statement and its commit, instead of across round trips
- * to the service, is what lets creates of one organization follow each other quickly.
- *
- * `tasksLimits` is each plan's limit; an override in `limit_overrides.tasksLimit` wins, as in
- * `effectiveLimits` (domain/plans.ts).
- */
-export async function createTaskWithLinks(
-  db: Queryable,
-  row: { id: string; organizationId: string; createdAt: Date } & TaskFields,
-  links: NewTaskLinks,
-  tasksLimits: Readonly<Record<string, number>>,
-  wakeSchedulers: boolean,
-): Promise<CreatedTask> {
+// $1–$3 and the columns come first; the links and the limits follow.
+const CREATE_TASK_WITH_LINKS = (() => {
   const cols = TASK_COLUMNS.join(', ');
   const params = TASK_COLUMNS.map((_, i) => `$${i + 4}`).join(', ');
-  // $1–$3 and the columns come first; the links and the limits follow.
   const n = TASK_COLUMNS.length + 3;
-  const [result] = await db.query<
-    TaskRow & {
-      plan: OrganizationRow['plan'] | null;
-      tasks_limit: number | null;
-      foreign_ids: { field: 'skillIds' | 'sourceIds'; index: number }[] | null;
-      skill_ids: string[];
-      source_ids: string[];
-      woke: unknown;
-    }
-  >(
-    `WITH foreign_ids AS (
+  return `WITH foreign_ids AS (
        SELECT 'skillIds' AS field, u.ord - 1 AS index FROM unnest($${n + 1}::uuid[]) WITH ORDINALITY AS u(id, ord)
         WHERE NOT EXISTS (SELECT 1 FROM skills s WHERE s.id = u.id AND s.organization_id = $2)
        UNION ALL
@@ -171,22 +142,51 @@ export async function createTaskWithLinks(
             (SELECT json_agg(json_build_object('field', f.field, 'index', f.index)) FROM foreign_ids f) AS foreign_ids,
             $${n + 1}::uuid[]::text[] AS skill_ids, $${n + 2}::uuid[]::text[] AS source_ids,
             CASE WHEN task.id IS NOT NULL AND $${n + 8}::boolean THEN pg_notify('svc_tasks', '') END AS woke
-       FROM (SELECT 1) AS one LEFT JOIN org ON true LEFT JOIN task ON true`,
-    [
-      row.id,
-      row.organizationId,
-      row.createdAt,
-      ...values(row),
-      links.skillIds,
-      links.sourceIds,
-      links.destinations.map((d) => d.id),
-      links.destinations.map((d) => d.type),
-      links.destinations.map((d) => d.value),
-      links.destinations.map((d) => d.label),
-      JSON.stringify(tasksLimits),
-      wakeSchedulers,
-    ],
-  );
+       FROM (SELECT 1) AS one LEFT JOIN org ON true LEFT JOIN task ON true`;
+})();
+
+/**
+ * Creates an active task with its skills, sources and destinations in ONE statement, sent on
+ * its own (autocommit): it locks the organization's row, checks that every skill and source
+ * is the organization's and that its active tasks (`organizations.active_tasks`, kept by
+ * triggers) are under the plan's limit, writes everything and, when asked to, wakes the
+ * schedulers (NOTIFY). The row lock serialises concurrent creates of one organization, so the
+ * limit is exact; holding it for one statement and its commit, instead of across round trips
+ * to the service, is what lets creates of one organization follow each other quickly.
+ *
+ * `tasksLimits` is each plan's limit; an override in `limit_overrides.tasksLimit` wins, as in
+ * `effectiveLimits` (domain/plans.ts).
+ */
+export async function createTaskWithLinks(
+  db: Queryable,
+  row: { id: string; organizationId: string; createdAt: Date } & TaskFields,
+  links: NewTaskLinks,
+  tasksLimits: Readonly<Record<string, number>>,
+  wakeSchedulers: boolean,
+): Promise<CreatedTask> {
+  const [result] = await db.query<
+    TaskRow & {
+      plan: OrganizationRow['plan'] | null;
+      tasks_limit: number | null;
+      foreign_ids: { field: 'skillIds' | 'sourceIds'; index: number }[] | null;
+      skill_ids: string[];
+      source_ids: string[];
+      woke: unknown;
+    }
+  >(CREATE_TASK_WITH_LINKS, [
+    row.id,
+    row.organizationId,
+    row.createdAt,
+    ...values(row),
+    links.skillIds,
+    links.sourceIds,
+    links.destinations.map((d) => d.id),
+    links.destinations.map((d) => d.type),
+    links.destinations.map((d) => d.value),
+    links.destinations.map((d) => d.label),
+    JSON.stringify(tasksLimits),
+    wakeSchedulers,
+  ]);
   if (!result?.plan) return { ok: false, errorType: 'no_organization' };
   if (result.foreign_ids) return { ok: false, errorType: 'foreign_ids', foreign: result.foreign_ids };
   if (!result.id)
@@ -207,6 +207,9 @@ export async function createTaskWithLinks(
   };
 }
 
+const UPDATE_TASK = `UPDATE tasks SET ${TASK_COLUMNS.map((c, i) => `${c} = $${i + 3}`).join(', ')}
+  WHERE organization_id = $1 AND id = $2`;
+
 /** Writes every updatable column (the caller merges the patch into the current row). */
 export async function updateTask(
   db: Queryable,
@@ -214,12 +217,7 @@ export async function updateTask(
   id: string,
   fields: TaskFields,
 ): Promise<void> {
-  const sets = TASK_COLUMNS.map((c, i) => `${c} = $${i + 3}`).join(', ');
-  await db.query(`UPDATE tasks SET ${sets} WHERE organization_id = $1 AND id = $2`, [
-    organizationId,
-    id,
-    ...values(fields),
-  ]);
+  await db.query(UPDATE_TASK, [organizationId, id, ...values(fields)]);
 }
 
 export async function deleteTask(db: Queryable, organizationId: string, id: string): Promise<boolean> {
