@@ -1,7 +1,10 @@
 // The API benchmark: the service (SVC_ROLE=api, `node src/main.ts` in a child process) under
 // autocannon (in this process), against two bare Fastify baselines measured in the same run and
 // the same way: a hello-world JSON route, and a route doing one primary-key SELECT through the
-// same driver as the service's backend (PGlite, or a pg Pool on PostgreSQL).
+// same driver as the service's backend (PGlite, or a pg Pool on PostgreSQL). The second also
+// serves the floors of the list and the create (the same work done bare), and each round reads
+// the CPU time the server, PostgreSQL and the load generator spent on it (bench/cpu.ts).
+import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -12,6 +15,7 @@ import {
   callJson,
   createDatabase,
   createPaidOrganization,
+  FLOOR_LIST_SIZE,
   fmt,
   mapConcurrent,
   median,
@@ -23,6 +27,7 @@ import {
   table,
   weeklyTaskBody,
 } from './baselines.ts';
+import { type CpuReading, cpuPerRequest, isLocalPostgres, readCpu } from './cpu.ts';
 
 interface Histogram {
   average: number;
@@ -77,8 +82,13 @@ export interface PartResult {
 const CONNECTIONS = 50;
 /** BENCH_API_TARGETS=create,createOrgs measures only those service targets (with --profile). */
 const onlyTargets = process.env.BENCH_API_TARGETS?.split(',');
-/** Tasks in the organization whose list is read. */
-const LIST_SIZE = 20;
+/** Tasks in the organization whose list is read: as many as the rows the list's floor reads. */
+const LIST_SIZE = FLOOR_LIST_SIZE;
+/** Whether a target is served by the bare baseline process (the primary-key route or a floor). */
+const isBare = (key: string) => key === 'pk' || key.startsWith('floor');
+/** A service target, with the floor measured with it when some targets only are asked for. */
+const floorsOf = (key: string) =>
+  key === 'list' ? [key, 'floorList'] : key.startsWith('create') ? [key, 'floorCreate'] : [key];
 
 interface Measure {
   rps: number;
@@ -89,17 +99,29 @@ interface Measure {
   requests: number;
   /** Responses by status code. */
   statuses: Record<string, number>;
+  /** CPU µs per request of the server, of PostgreSQL (when local) and of the load generator. */
+  cpu: CpuReading;
 }
 
 interface Target {
   key: string;
   label: string;
   request: RequestSpec;
+  /** The process serving the target, whose CPU time is read around each round. */
+  serverPid?: number;
 }
 
-async function load(request: RequestSpec, duration: number): Promise<Measure> {
-  const r = await autocannon({ ...request, connections: CONNECTIONS, duration });
+/** Whose CPU a round reads: the target's server, and PostgreSQL when it runs on this machine. */
+interface CpuScope {
+  countPostgres: boolean;
+}
+
+async function load(target: Target, duration: number, scope: CpuScope): Promise<Measure> {
+  const before = readCpu(target.serverPid, scope.countPostgres);
+  const r = await autocannon({ ...target.request, connections: CONNECTIONS, duration });
+  const cpu = cpuPerRequest(before, readCpu(target.serverPid, scope.countPostgres), r.requests.total);
   return {
+    cpu,
     rps: r.requests.total / r.duration,
     p50: r.latency.p50,
     p99: r.latency.p99,
@@ -110,6 +132,9 @@ async function load(request: RequestSpec, duration: number): Promise<Measure> {
   };
 }
 
+const medianOrUndefined = (values: (number | undefined)[]) =>
+  values.every((v) => v === undefined) ? undefined : median(values.filter((v) => v !== undefined));
+
 /** Medians of the rounds; non-2xx and errors are totals over all rounds. */
 function combine(rounds: Measure[]): Measure {
   return {
@@ -119,6 +144,11 @@ function combine(rounds: Measure[]): Measure {
     non2xx: rounds.reduce((s, m) => s + m.non2xx, 0),
     errors: rounds.reduce((s, m) => s + m.errors, 0),
     requests: rounds.reduce((s, m) => s + m.requests, 0),
+    cpu: {
+      server: medianOrUndefined(rounds.map((m) => m.cpu.server)),
+      postgres: medianOrUndefined(rounds.map((m) => m.cpu.postgres)),
+      loadGenerator: median(rounds.map((m) => m.cpu.loadGenerator)),
+    },
     statuses: rounds.reduce<Record<string, number>>((all, m) => {
       for (const [code, n] of Object.entries(m.statuses)) all[code] = (all[code] ?? 0) + n;
       return all;
@@ -126,19 +156,26 @@ function combine(rounds: Measure[]): Measure {
   };
 }
 
+/** CPU µs per request as `server / PostgreSQL / load generator` (— where not read). */
+function cpuText(cpu: CpuReading): string {
+  const v = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? '—' : fmt(n));
+  return `${v(cpu.server)} / ${v(cpu.postgres)} / ${v(cpu.loadGenerator)}`;
+}
+
 /** Warms every target up once, then measures them in turn, round after round. */
 async function measureTargets(
   targets: Target[],
   settings: { rounds: number; duration: number; warmup: number },
+  scope: CpuScope,
 ): Promise<Map<string, Measure>> {
-  for (const t of targets) await load(t.request, settings.warmup);
+  for (const t of targets) await load(t, settings.warmup, scope);
   const all = new Map<string, Measure[]>(targets.map((t) => [t.key, []]));
   for (let round = 1; round <= settings.rounds; round++) {
     for (const t of targets) {
-      const m = await load(t.request, settings.duration);
+      const m = await load(t, settings.duration, scope);
       all.get(t.key)?.push(m);
       progress(
-        `  api ${t.key} round ${round}/${settings.rounds}: ${fmt(m.rps)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms, non-2xx ${m.non2xx}, errors ${m.errors}`,
+        `  api ${t.key} round ${round}/${settings.rounds}: ${fmt(m.rps)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms, non-2xx ${m.non2xx}, errors ${m.errors}, CPU µs/request ${cpuText(m.cpu)}`,
       );
     }
   }
@@ -276,7 +313,11 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
   progress('api: hello-world baseline');
   const hello = await startBaseline('hello');
   const helloMeasure = (
-    await measureTargets([{ key: 'hello', label: 'hello', request: { url: `${hello.url}/` } }], settings)
+    await measureTargets(
+      [{ key: 'hello', label: 'hello', request: { url: `${hello.url}/` }, serverPid: hello.pid }],
+      settings,
+      { countPostgres: false },
+    )
   ).get('hello');
   await hello.stop();
   if (helloMeasure) {
@@ -297,9 +338,30 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
           label: 'baseline: bare Fastify + one primary-key SELECT',
           request: { url: `${setup.pk.url}/items/${String(setup.pk.info.id)}` },
         },
+        {
+          key: 'floorList',
+          label: `floor of the list: bare Fastify + one SELECT of ${FLOOR_LIST_SIZE} task-shaped rows`,
+          request: {
+            url: `${setup.pk.url}/items?organizationId=${String(setup.pk.info.listOrganizationId)}`,
+          },
+        },
+        {
+          key: 'floorCreate',
+          label: 'floor of a create: bare Fastify + one INSERT of a task-shaped row, committed',
+          request: {
+            url: `${setup.pk.url}/items`,
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ organizationId: randomUUID(), name: 'Weekly digest' }),
+          },
+        },
         ...(await serviceTargets(setup.service)),
-      ].filter((t) => t.key === 'pk' || !onlyTargets || onlyTargets.includes(t.key));
-      const results = await measureTargets(targets, settings);
+      ]
+        .filter((t) => t.key === 'pk' || !onlyTargets || onlyTargets.some((o) => floorsOf(o).includes(t.key)))
+        .map((t) => ({ ...t, serverPid: isBare(t.key) ? setup.pk.pid : setup.service.pid }));
+      const results = await measureTargets(targets, settings, {
+        countPostgres: name === 'postgres' && isLocalPostgres(options.postgresUrl ?? ''),
+      });
       const pk = results.get('pk');
       const rows: string[][] = [];
       if (helloMeasure) {
@@ -312,6 +374,8 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
           String(helloMeasure.errors),
           '',
           '',
+          '',
+          cpuText(helloMeasure.cpu),
         ]);
       }
       for (const t of targets) {
@@ -325,12 +389,20 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
         summary[`${prefix}.p99`] = m.p99;
         summary[`${prefix}.non2xx`] = m.non2xx;
         summary[`${prefix}.errors`] = m.errors;
+        if (m.cpu.server !== undefined) summary[`${prefix}.cpuServer`] = m.cpu.server;
+        if (m.cpu.postgres !== undefined) summary[`${prefix}.cpuPostgres`] = m.cpu.postgres;
         if (t.key !== 'pk') {
           summary[`${prefix}.rpsRatio`] = rpsRatio;
           summary[`${prefix}.p99Ratio`] = p99Ratio;
         }
+        // The same work done bare: what the database and the wire allow, and so our own share.
+        const floor = results.get(
+          t.key === 'list' ? 'floorList' : t.key.startsWith('create') ? 'floorCreate' : '',
+        );
+        if (floor) summary[`${prefix}.floorRatio`] = m.rps / floor.rps;
+        const bare = isBare(t.key);
         rows.push([
-          t.key === 'pk' ? t.label : `service: ${t.label}`,
+          bare ? t.label : `service: ${t.label}`,
           fmt(m.rps),
           fmt(m.p50),
           fmt(m.p99),
@@ -338,6 +410,8 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
           String(m.errors),
           t.key === 'pk' ? '1' : `${fmt(rpsRatio, 2)}×`,
           t.key === 'pk' ? '1' : `${fmt(p99Ratio, 2)}×`,
+          floor ? `${fmt(m.rps / floor.rps, 2)}×` : '',
+          cpuText(m.cpu),
         ]);
       }
       sections.push(
@@ -351,6 +425,8 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
             'errors',
             'req/s vs pk-select',
             'p99 vs pk-select',
+            'req/s vs same-work floor',
+            'CPU µs/request: server / PostgreSQL / load generator',
           ],
           rows,
         )}\n\nResponses by status over all rounds: ${targets
@@ -369,7 +445,7 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
   const markdown = [
     '## API',
     '',
-    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round after a ${settings.warmup} s warm-up per target, ${settings.rounds} round(s); medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`npm start\` runs it (see Method) with \`SVC_ROLE=api\` in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10). Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization (\`create\`: all connections to one) or, each connection to its own, to ${CONNECTIONS} others (\`createOrgs\`). Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards).`,
+    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round after a ${settings.warmup} s warm-up per target, ${settings.rounds} round(s); medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`npm start\` runs it (see Method) with \`SVC_ROLE=api\` in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10). Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization (\`create\`: all connections to one) or, each connection to its own, to ${CONNECTIONS} others (\`createOrgs\`). Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards). The primary-key baseline's process also serves two floors, the least a bare route can do for the same work through the same driver: one SELECT of ${FLOOR_LIST_SIZE} task-shaped rows of one organization (the list's), and one INSERT of a task-shaped row committed on its own (a create's); the service's ratio to them is its own share. CPU per request is read around each round from \`/proc\` (user + system time of the server's process and of every \`postgres\` process on this machine) and from \`process.cpuUsage()\` for the load generator; on PGlite the database runs inside the server's process.`,
     '',
     ...sections.flatMap((s) => [s, '']),
     '### Findings',
@@ -382,10 +458,13 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
 /** What the numbers say, and what limits each target; the figures come from this run. */
 function apiFindings(summary: Record<string, number>): string[] {
   const ratio = (backend: string, key: string) => fmt(summary[`api.${backend}.${key}.rpsRatio`], 2);
+  const floor = (backend: string, key: string) => fmt(summary[`api.${backend}.${key}.floorRatio`], 2);
+  const cpu = (backend: string, key: string) =>
+    `${fmt(summary[`api.${backend}.${key}.cpuServer`])} µs of CPU in its process and ${fmt(summary[`api.${backend}.${key}.cpuPostgres`])} µs in PostgreSQL`;
   return [
     `- **A read is one statement.** An authenticated request costs no database round trip of its own: keys with their plan are cached per process (dropped everywhere by NOTIFY on revocation or plan change, trusted 5 s at most) and rate limits are counted in memory against hits claimed from the shared counter in batches. \`GET /tasks/{id}\` is then one prepared statement (the task with its skills, sources and destinations as JSON). The service prepares its statements once per connection; the baseline sends its SELECT unprepared, as a bare route does by default. PostgreSQL: ${ratio('postgres', 'get')}× of the baseline; PGlite: ${ratio('pglite', 'get')}×.`,
     `- **PGlite runs one statement at a time on the server's own thread.** Its \`query()\` parses, describes and plans every statement each time it runs it; the service prepares each of its statements once and then only binds and executes it (\`src/db/pglite-statements.ts\`; a task read went from 0.7–0.85 ms to 0.22–0.25 ms, a 20-task list from 1.4–2.0 ms to 0.9–1.1 ms, measured in one process), while the baseline's SELECT goes through \`query()\`. Statements also wait for the event loop's check phase before they start (\`src/db/pglite.ts\`): started from the poll phase, a busy loop served some connections seconds late (a bare Node server doing 3 ms of synchronous work per request does the same). Even so, the first requests of a round's new connections can still wait up to a second on PGlite (the p99 of the list and create rows); we have not found why. The embedded database is for one-machine deployments.`,
-    `- **The list** (\`GET /tasks\`, ${LIST_SIZE} tasks with their attachments and next runs) returns and serialises twenty times the data of a one-row SELECT: ${ratio('postgres', 'list')}× on PostgreSQL, ${ratio('pglite', 'list')}× on PGlite. Besides the four sub-selects per task in the database, the service decodes 20 rows and builds and serialises 20 tasks per request.`,
-    `- **A create is one statement.** \`POST /tasks\` sends one statement on its own: it locks the organization's row, checks the attached skills and sources and the active-task count (kept by triggers, so the check costs the same whatever the number of tasks), writes the task with its attachments and commits (a WAL flush); the answer is built from what was written. Creates of one organization queue on that row lock, so that \`tasksLimit\` holds exactly: with all ${CONNECTIONS} connections creating for one organization, ${ratio('postgres', 'create')}× on PostgreSQL (${ratio('pglite', 'create')}× on PGlite); spread over ${CONNECTIONS} organizations, ${ratio('postgres', 'createOrgs')}× (${ratio('pglite', 'createOrgs')}×). Before, a create held that lock across four round trips to the service, counted the organization's tasks under it and notified the schedulers on every commit; a committing transaction that notifies takes a database-wide lock through its WAL flush, so all creates, of every organization, committed one at a time (0.05× here). Now only a task due within two minutes notifies. What remains is a durable commit per create on 2 cores that also run the load generator and the service: the write target (0.5× of a primary-key read) is not reached on this machine.`,
+    `- **The list** (\`GET /tasks\`, ${LIST_SIZE} tasks with their attachments and last runs) returns ${LIST_SIZE} rows where the baseline returns one. Even bare (one SELECT of ${FLOOR_LIST_SIZE} task-shaped rows serialised by Fastify, nothing else) a route reaches only ${ratio('postgres', 'floorList')}× of the primary-key baseline on PostgreSQL and ${ratio('pglite', 'floorList')}× on PGlite, so the read target is out of reach for a ${LIST_SIZE}-task list on this machine whatever the service does. The service reaches ${floor('postgres', 'list')}× of that floor on PostgreSQL (${floor('pglite', 'list')}× on PGlite): ${ratio('postgres', 'list')}× and ${ratio('pglite', 'list')}× of the baseline. Per request the floor costs ${cpu('postgres', 'floorList')} and the service ${cpu('postgres', 'list')}. In PostgreSQL the difference is the four sub-selects per task (skills, sources, destinations, last run): measured with pgbench, 4 clients, the bare 20-row SELECT ran 43,600 times/s and the list's 13,200 times/s, each kind of sub-select costing about 14 µs per list. In the service it is authentication and rate counting, decoding the JSON columns, building and serialising ${LIST_SIZE} tasks through the response schema, and the access-log line.`,
+    `- **Creates share statements under load.** A create is one statement: it locks the organization's row, checks the task's skills and sources and the active-task count (kept by triggers, so the check costs the same whatever the number of tasks), writes the task with its attachments and commits (a WAL flush); the answer is built from what was written. Creates of one organization must queue on that row so that \`tasksLimit\` holds exactly, each holding it through its commit, and one per statement they reached only 0.11× of the baseline on PostgreSQL (0.26× spread over ${CONNECTIONS} organizations; quick runs on this machine). So the service sends the creates that arrive while 4 create statements are in flight together in the next one (up to 64, \`TaskCreateBatcher\`), which locks each organization once and commits once. One organization: ${ratio('postgres', 'create')}× on PostgreSQL, ${ratio('pglite', 'create')}× on PGlite; ${CONNECTIONS} organizations: ${ratio('postgres', 'createOrgs')}× and ${ratio('pglite', 'createOrgs')}×. The floor, a bare route inserting one task-shaped row committed on its own with nothing checked, reaches ${ratio('postgres', 'floorCreate')}× on PostgreSQL; the service reaches ${floor('postgres', 'create')}× of it with one organization and ${floor('postgres', 'createOrgs')}× with ${CONNECTIONS}. Per request the floor costs ${cpu('postgres', 'floorCreate')} and the service ${cpu('postgres', 'createOrgs')}. Only a task due within two minutes notifies the schedulers, because a committing transaction that notifies takes a database-wide lock through its WAL flush.`,
   ];
 }

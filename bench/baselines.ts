@@ -5,12 +5,14 @@
 // Runnable as a child:
 //   node bench/baselines.ts hello <port>                bare Fastify, GET / answers a JSON object
 //   node bench/baselines.ts pk-pglite <port> [dataDir]  bare Fastify, GET /items/:id = one
-//                                                       primary-key SELECT through PGlite
+//                                                       primary-key SELECT through PGlite; the
+//                                                       floors GET /items?organizationId= (20
+//                                                       rows) and POST /items (one INSERT)
 //   node bench/baselines.ts pk-pg <port> <url>          the same through a pg Pool (10 clients)
 //   node bench/baselines.ts model <port> <delayMs>      a Chat Completions stand-in that answers
 //                                                       after delayMs; GET /stats: in flight, served
 // Each prints one line `ready <json>` on stdout when it listens (with `url`, and for pk-* the
-// `id` of a row to read).
+// `id` of a row to read and the `listOrganizationId` whose rows the list floor reads).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -355,39 +357,56 @@ const ITEMS_DDL = `CREATE TABLE IF NOT EXISTS bench_items (
   created_at timestamptz NOT NULL DEFAULT now(),
   updated_at timestamptz NOT NULL DEFAULT now()
 )`;
+const ITEMS_INDEX = 'CREATE INDEX IF NOT EXISTS bench_items_org ON bench_items (organization_id, created_at)';
 const ITEM_INSERT = `INSERT INTO bench_items
   (id, organization_id, name, prompt, model, schedule, schedule_time, schedule_days, timezone, status, next_run_at)
   VALUES ($1, $2, $3, 'Summarise the week in five bullet points.', 'openai/gpt-4o-mini', 'weekly', '08:30',
-          ARRAY['monday','thursday'], 'Europe/Berlin', 'active', now() + interval '3 days')`;
+          ARRAY['monday','thursday'], 'Europe/Berlin', 'active', now() + interval '3 days')
+  RETURNING *`;
 const ITEM_SELECT = 'SELECT * FROM bench_items WHERE id = $1';
+const ITEMS_OF_ORGANIZATION =
+  'SELECT * FROM bench_items WHERE organization_id = $1 ORDER BY created_at DESC, id DESC';
+/** Rows of the organization the floor of the list reads, as many as the service's list has tasks. */
+export const FLOOR_LIST_SIZE = 20;
 
-type Select = (id: string) => Promise<unknown>;
+type Query = (sql: string, params?: unknown[]) => Promise<unknown[]>;
 
-async function pkServer(
-  port: number,
-  open: () => Promise<{
-    exec(sql: string, params?: unknown[]): Promise<void>;
-    select: Select;
-    version: string;
-  }>,
-) {
+/**
+ * The primary-key baseline, and the floors of the list and the create: the least a bare route
+ * can do for the same work through the same driver (the rows of one organization in one
+ * SELECT; one INSERT of a task-shaped row, committed on its own). Nothing is validated,
+ * authenticated, counted or logged.
+ */
+async function pkServer(port: number, open: () => Promise<{ query: Query; version: string }>) {
   const { default: Fastify } = await import('fastify');
   const db = await open();
-  await db.exec(ITEMS_DDL);
+  await db.query(ITEMS_DDL);
+  await db.query(ITEMS_INDEX);
   const org = randomUUID();
+  const listOrg = randomUUID();
   let id = '';
   for (let i = 0; i < 100; i++) {
     id = randomUUID();
-    await db.exec(ITEM_INSERT, [id, org, `Weekly digest ${i}`]);
+    await db.query(ITEM_INSERT, [id, org, `Weekly digest ${i}`]);
+  }
+  for (let i = 0; i < FLOOR_LIST_SIZE; i++) {
+    await db.query(ITEM_INSERT, [randomUUID(), listOrg, `Weekly digest ${i}`]);
   }
   const app = Fastify({ logger: false });
   app.get<{ Params: { id: string } }>('/items/:id', async (request, reply) => {
-    const row = await db.select(request.params.id);
+    const [row] = await db.query(ITEM_SELECT, [request.params.id]);
     if (!row) return reply.code(404).send({ error: 'not found' });
     return row;
   });
+  app.get<{ Querystring: { organizationId: string } }>('/items', async (request) => ({
+    items: await db.query(ITEMS_OF_ORGANIZATION, [request.query.organizationId]),
+  }));
+  app.post<{ Body: { organizationId: string; name: string } }>('/items', async (request, reply) => {
+    const [row] = await db.query(ITEM_INSERT, [randomUUID(), request.body.organizationId, request.body.name]);
+    return reply.code(201).send(row);
+  });
   const url = await app.listen({ host: '127.0.0.1', port });
-  return { url, id, serverVersion: db.version };
+  return { url, id, listOrganizationId: listOrg, serverVersion: db.version };
 }
 
 async function modelServer(port: number, delayMs: number) {
@@ -483,10 +502,7 @@ async function main(argv: string[]): Promise<void> {
         const version = (await db.query<{ server_version: string }>('SHOW server_version')).rows[0];
         return {
           version: version?.server_version ?? 'unknown',
-          exec: async (sql, params = []) => {
-            await db.query(sql, params);
-          },
-          select: async (id) => (await db.query(ITEM_SELECT, [id])).rows[0],
+          query: async (sql, params = []) => (await db.query(sql, params)).rows,
         };
       });
       break;
@@ -497,10 +513,7 @@ async function main(argv: string[]): Promise<void> {
       ready = await pkServer(port, async () => ({
         version:
           (await pool.query<{ server_version: string }>('SHOW server_version')).rows[0]?.server_version ?? '',
-        exec: async (sql, params = []) => {
-          await pool.query(sql, params);
-        },
-        select: async (id) => (await pool.query(ITEM_SELECT, [id])).rows[0],
+        query: async (sql, params = []) => (await pool.query(sql, params)).rows,
       }));
       break;
     }

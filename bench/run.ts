@@ -142,7 +142,11 @@ function targetRows(summary: Record<string, number>, backends: string[]): Target
         result:
           ratio === undefined
             ? 'n/a'
-            : `${x(ratio)} (${fmt(s(`api.${b}.${key}.rps`))} vs ${fmt(pkRps)} req/s)`,
+            : `${x(ratio)} (${fmt(s(`api.${b}.${key}.rps`))} vs ${fmt(pkRps)} req/s)${
+                s(`api.${b}.${key}.floorRatio`) === undefined
+                  ? ''
+                  : `; ${x(s(`api.${b}.${key}.floorRatio`))} of the same work done bare`
+              }`,
         goal: `≥ ${goal}×`,
         status: status(ratio === undefined ? undefined : ratio >= goal),
       });

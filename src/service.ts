@@ -15,6 +15,7 @@ import { createDemoOrganizationIfEmpty, openWebhookSecret } from './domain/organ
 import { PrincipalCache } from './domain/principal-cache.ts';
 import { windowStart } from './domain/rate-limit.ts';
 import { resolveSecretKey, verifySecretKey } from './domain/secret-key.ts';
+import { TaskCreateBatcher } from './domain/task-create-batcher.ts';
 import { buildApp } from './http/app.ts';
 import type { App } from './http/types.ts';
 import { type Clock, systemClock } from './lib/clock.ts';
@@ -107,6 +108,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       models,
       stripe: createStripeClient(config.stripe),
       principals: new PrincipalCache(db),
+      taskCreates: new TaskCreateBatcher(db),
     };
 
     const created = config.createDemoOrg ? await createDemoOrganizationIfEmpty(deps) : undefined;

@@ -7,6 +7,7 @@ import type { Metrics } from '../lib/metrics.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import type { ModelCatalog } from './models.ts';
 import type { PrincipalCache } from './principal-cache.ts';
+import type { TaskCreateBatcher } from './task-create-batcher.ts';
 
 /** What domain services need from the outside world; built once at boot and passed down. */
 export interface Deps {
@@ -22,4 +23,6 @@ export interface Deps {
   stripe: StripeClient | undefined;
   /** API keys and their organizations' limits, cached per process (see PrincipalCache). */
   principals: PrincipalCache;
+  /** Task creates, several per statement under load (see TaskCreateBatcher). */
+  taskCreates: TaskCreateBatcher;
 }

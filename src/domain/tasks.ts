@@ -1,7 +1,6 @@
 import type { Queryable } from '../db/db.ts';
 import { insertRun } from '../db/sql/runs.ts';
 import {
-  createTaskWithLinks,
   deleteTask,
   findTask,
   hasRunInFlight,
@@ -31,7 +30,7 @@ import { slotNeedsWake } from '../scheduler/wake.ts';
 import type { Task, TaskCreateBody, TaskUpdateBody } from '../schemas/task.ts';
 import type { Deps } from './deps.ts';
 import { checkDestination } from './destinations.ts';
-import { effectiveLimits, PLAN_LIMITS, type Plan } from './plans.ts';
+import { effectiveLimits, type Plan } from './plans.ts';
 import { runView } from './runs.ts';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -177,11 +176,6 @@ async function checkTasksLimit(tx: Queryable, organizationId: string): Promise<v
   if (limit.activeTasks >= limit.tasksLimit) throw tasksLimitReached(limit);
 }
 
-/** Each plan's tasks limit, as the create statement applies it (overrides win there too). */
-const PLAN_TASKS_LIMITS = Object.fromEntries(
-  Object.entries(PLAN_LIMITS).map(([plan, limits]) => [plan, limits.tasksLimit]),
-);
-
 const destinationRows = (list: TaskCreateBody['destinations']) =>
   (list ?? []).map((d) => ({ id: newId(), type: d.type, value: d.value, label: d.label ?? null }));
 
@@ -208,17 +202,15 @@ export async function createTask(deps: Deps, organizationId: string, body: TaskC
   checkRules(deps, fields, body.destinations, true);
   pinWeekday(fields, now);
   fields.next_run_at = firstSlot(scheduleSpecOf(fields), now);
-  const created = await createTaskWithLinks(
-    deps.db,
-    { id: newId(), organizationId, createdAt: now, ...fields },
-    {
+  const created = await deps.taskCreates.create({
+    row: { id: newId(), organizationId, createdAt: now, ...fields },
+    links: {
       skillIds: body.skillIds ?? [],
       sourceIds: body.sourceIds ?? [],
       destinations: destinationRows(body.destinations),
     },
-    PLAN_TASKS_LIMITS,
-    slotNeedsWake(fields.next_run_at, now),
-  );
+    wakeSchedulers: slotNeedsWake(fields.next_run_at, now),
+  });
   if (created.ok) return taskView(created.task);
   switch (created.errorType) {
     case 'no_organization':

@@ -1,0 +1,193 @@
+import type { Queryable } from '../db.ts';
+import type { OrganizationRow } from './organizations.ts';
+import type { DestinationRow, TaskFields, TaskRow, TaskWithLinks } from './tasks.ts';
+
+export interface NewTaskLinks {
+  skillIds: readonly string[];
+  sourceIds: readonly string[];
+  destinations: readonly { id: string; type: string; value: string; label: string | null }[];
+}
+
+/** One task to create: its row, its attachments, and whether its first slot must wake the schedulers. */
+export interface NewTask {
+  row: { id: string; organizationId: string; createdAt: Date } & TaskFields;
+  links: NewTaskLinks;
+  wakeSchedulers: boolean;
+}
+
+/** Why a create wrote nothing, or the task it wrote (attachments as stored: canonical ids). */
+export type CreatedTask =
+  | { ok: true; task: TaskWithLinks }
+  | { ok: false; errorType: 'no_organization' }
+  | { ok: false; errorType: 'foreign_ids'; foreign: { field: 'skillIds' | 'sourceIds'; index: number }[] }
+  | { ok: false; errorType: 'tasks_limit'; plan: OrganizationRow['plan']; tasksLimit: number };
+
+/**
+ * Creates active tasks with their skills, sources and destinations, for one organization or
+ * several, in ONE statement sent on its own (autocommit). For each organization it locks the
+ * row (in id order, so that concurrent statements cannot deadlock), checks that every skill
+ * and source of each task is the organization's, and accepts tasks in input order while its
+ * active tasks (`organizations.active_tasks`, kept by triggers) stay within the plan's limit.
+ * It then writes what it accepted and, when one of them asks to, wakes the schedulers (NOTIFY).
+ *
+ * The row lock serialises creates of one organization, so the limit is exact. The lock lasts
+ * the statement and its commit (a WAL flush); creating several tasks in one statement is what
+ * lets many creates share one lock and one flush.
+ *
+ * Every input gets a result, in input order. `tasksLimits` is each plan's limit; an override in
+ * `limit_overrides.tasksLimit` wins, as in `effectiveLimits` (domain/plans.ts).
+ */
+export async function createTasks(
+  db: Queryable,
+  tasks: readonly NewTask[],
+  tasksLimits: Readonly<Record<string, number>>,
+): Promise<CreatedTask[]> {
+  const rows = tasks.map((t) => t.row);
+  // The attachments, flattened: each one names its task by its 1-based place in the input.
+  const skills = tasks.flatMap((t, i) => t.links.skillIds.map((id) => ({ item: i + 1, id })));
+  const sources = tasks.flatMap((t, i) => t.links.sourceIds.map((id) => ({ item: i + 1, id })));
+  const destinations = tasks.flatMap((t, i) => t.links.destinations.map((d) => ({ item: i + 1, ...d })));
+  const results = await db.query<CreateResultRow>(CREATE_TASKS, [
+    rows.map((r) => r.id),
+    rows.map((r) => r.organizationId),
+    rows.map((r) => r.createdAt),
+    rows.map((r) => r.name),
+    rows.map((r) => r.prompt),
+    rows.map((r) => r.model),
+    rows.map((r) => r.schedule),
+    rows.map((r) => r.status),
+    rows.map((r) => r.cron_expression),
+    rows.map((r) => r.schedule_time),
+    // Weekday names have no commas: each task's days travel as one comma-separated text.
+    rows.map((r) => (r.schedule_days === null ? null : r.schedule_days.join(','))),
+    rows.map((r) => r.timezone),
+    rows.map((r) => r.delivery_email),
+    rows.map((r) => r.delivery_email_address),
+    rows.map((r) => r.delivery_sms),
+    rows.map((r) => r.delivery_phone_number),
+    rows.map((r) => r.user_id),
+    rows.map((r) => r.next_run_at),
+    rows.map((r) => r.updated_at),
+    tasks.map((t) => t.wakeSchedulers),
+    skills.map((s) => s.item),
+    skills.map((s) => s.id),
+    sources.map((s) => s.item),
+    sources.map((s) => s.id),
+    destinations.map((d) => d.item),
+    destinations.map((d) => d.id),
+    destinations.map((d) => d.type),
+    destinations.map((d) => d.value),
+    destinations.map((d) => d.label),
+    JSON.stringify(tasksLimits),
+  ]);
+  return tasks.map((t, i) => resultOf(t, results[i]));
+}
+
+interface CreateResultRow extends Omit<TaskRow, 'id'> {
+  /** Null when the task was not written. */
+  id: string | null;
+  plan: OrganizationRow['plan'] | null;
+  tasks_limit: number | null;
+  foreign_ids: { field: 'skillIds' | 'sourceIds'; index: number }[] | null;
+  skill_ids: string[];
+  source_ids: string[];
+  woke: unknown;
+}
+
+function resultOf(input: NewTask, result: CreateResultRow | undefined): CreatedTask {
+  if (!result?.plan) return { ok: false, errorType: 'no_organization' };
+  if (result.foreign_ids) return { ok: false, errorType: 'foreign_ids', foreign: result.foreign_ids };
+  if (!result.id)
+    return { ok: false, errorType: 'tasks_limit', plan: result.plan, tasksLimit: result.tasks_limit ?? 0 };
+  const { plan: _plan, tasks_limit: _limit, foreign_ids: _foreign, woke: _woke, id, ...task } = result;
+  return {
+    ok: true,
+    task: {
+      ...task,
+      id,
+      latest_run_at: null,
+      destinations: input.links.destinations.map(({ id, type, value, label }) => ({
+        id,
+        type: type as DestinationRow['type'],
+        value,
+        label,
+      })),
+    },
+  };
+}
+
+// Built once: the Db seam names prepared statements by their text. Parameters: $1–$19 the
+// tasks, one array element per task; $20 whether each wakes the schedulers; $21–$29 the
+// attachments, flattened; $30 the plans' limits.
+const CREATE_TASKS = `
+  WITH input AS MATERIALIZED (
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
+                         $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
+                         $13::boolean[], $14::text[], $15::boolean[], $16::text[], $17::text[],
+                         $18::timestamptz[], $19::timestamptz[], $20::boolean[])
+      WITH ORDINALITY AS i(id, organization_id, created_at, name, prompt, model, schedule, status,
+                           cron_expression, schedule_time, schedule_days, timezone, delivery_email,
+                           delivery_email_address, delivery_sms, delivery_phone_number, user_id,
+                           next_run_at, updated_at, wake, ord)
+  ), skills_in AS MATERIALIZED (
+    SELECT u.item, u.id, row_number() OVER (PARTITION BY u.item ORDER BY u.ord) AS position
+      FROM unnest($21::int[], $22::uuid[]) WITH ORDINALITY AS u(item, id, ord)
+  ), sources_in AS MATERIALIZED (
+    SELECT u.item, u.id, row_number() OVER (PARTITION BY u.item ORDER BY u.ord) AS position
+      FROM unnest($23::int[], $24::uuid[]) WITH ORDINALITY AS u(item, id, ord)
+  ), foreign_ids AS MATERIALIZED (
+    SELECT s.item, 'skillIds' AS field, s.position - 1 AS index
+      FROM skills_in s JOIN input i ON i.ord = s.item
+     WHERE NOT EXISTS (SELECT 1 FROM skills k WHERE k.id = s.id AND k.organization_id = i.organization_id)
+    UNION ALL
+    SELECT s.item, 'sourceIds', s.position - 1
+      FROM sources_in s JOIN input i ON i.ord = s.item
+     WHERE NOT EXISTS (SELECT 1 FROM sources k WHERE k.id = s.id AND k.organization_id = i.organization_id)
+  ), orgs AS (
+    -- In id order, so that statements locking several organizations cannot deadlock.
+    -- NO KEY UPDATE: creates queue here, but inserts referencing the organization do not.
+    SELECT o.id, o.plan, o.active_tasks,
+           coalesce((o.limit_overrides->>'tasksLimit')::int, ($30::jsonb->>o.plan)::int) AS tasks_limit
+      FROM organizations o WHERE o.id IN (SELECT organization_id FROM input)
+     ORDER BY o.id
+       FOR NO KEY UPDATE
+  ), accepted AS (
+    SELECT r.* FROM (
+      SELECT i.*, row_number() OVER (PARTITION BY i.organization_id ORDER BY i.ord) AS rank
+        FROM input i WHERE NOT EXISTS (SELECT 1 FROM foreign_ids f WHERE f.item = i.ord)
+    ) r JOIN orgs o ON o.id = r.organization_id
+     WHERE o.active_tasks + r.rank <= o.tasks_limit
+  ), task AS (
+    INSERT INTO tasks (id, organization_id, created_at, name, prompt, model, schedule, status,
+                       cron_expression, schedule_time, schedule_days, timezone, delivery_email,
+                       delivery_email_address, delivery_sms, delivery_phone_number, user_id,
+                       next_run_at, updated_at)
+    SELECT a.id, a.organization_id, a.created_at, a.name, a.prompt, a.model, a.schedule, a.status,
+           a.cron_expression, a.schedule_time, string_to_array(a.schedule_days, ','), a.timezone,
+           a.delivery_email, a.delivery_email_address, a.delivery_sms, a.delivery_phone_number,
+           a.user_id, a.next_run_at, a.updated_at
+      FROM accepted a ORDER BY a.ord
+    RETURNING *
+  ), skills AS (
+    INSERT INTO task_skills (task_id, skill_id, position)
+    SELECT t.id, s.id, s.position FROM skills_in s JOIN input i ON i.ord = s.item JOIN task t ON t.id = i.id
+  ), sources AS (
+    INSERT INTO task_sources (task_id, source_id, position)
+    SELECT t.id, s.id, s.position FROM sources_in s JOIN input i ON i.ord = s.item JOIN task t ON t.id = i.id
+  ), destinations AS (
+    INSERT INTO task_destinations (id, task_id, type, value, label, position, created_at)
+    SELECT d.id, t.id, d.type, d.value, d.label,
+           row_number() OVER (PARTITION BY d.item ORDER BY d.ord), t.created_at
+      FROM unnest($25::int[], $26::uuid[], $27::text[], $28::text[], $29::text[])
+             WITH ORDINALITY AS d(item, id, type, value, label, ord)
+      JOIN input i ON i.ord = d.item JOIN task t ON t.id = i.id
+  )
+  SELECT t.*, o.plan, o.tasks_limit,
+         (SELECT json_agg(json_build_object('field', f.field, 'index', f.index) ORDER BY f.field, f.index)
+            FROM foreign_ids f WHERE f.item = i.ord) AS foreign_ids,
+         ARRAY(SELECT s.id::text FROM skills_in s WHERE s.item = i.ord ORDER BY s.position) AS skill_ids,
+         ARRAY(SELECT s.id::text FROM sources_in s WHERE s.item = i.ord ORDER BY s.position) AS source_ids,
+         -- Identical notifications of one transaction are delivered once.
+         CASE WHEN t.id IS NOT NULL AND i.wake THEN pg_notify('svc_tasks', '') END AS woke
+    FROM input i LEFT JOIN orgs o ON o.id = i.organization_id LEFT JOIN task t ON t.id = i.id
+   ORDER BY i.ord`;

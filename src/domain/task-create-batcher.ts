@@ -1,0 +1,85 @@
+import { type Db, isDatabaseUnavailable } from '../db/db.ts';
+import { type CreatedTask, createTasks, type NewTask } from '../db/sql/task-create.ts';
+import { PLAN_LIMITS } from './plans.ts';
+
+interface Pending {
+  task: NewTask;
+  resolve(result: CreatedTask): void;
+  reject(err: unknown): void;
+}
+
+/** Each plan's tasks limit, as the create statement applies it (overrides win there too). */
+const PLAN_TASKS_LIMITS = Object.fromEntries(
+  Object.entries(PLAN_LIMITS).map(([plan, limits]) => [plan, limits.tasksLimit]),
+);
+
+/** Statements of creates in flight at once, at most: the rest of the pool stays for reads. */
+const MAX_IN_FLIGHT = 4;
+/**
+ * Tasks per statement, at most. The statement locks each organization of the batch until it
+ * commits, so a batch much larger than what arrives in one statement's time buys nothing.
+ */
+const MAX_BATCH = 64;
+
+/**
+ * Creates tasks through `createTasks`, several per statement when creates arrive faster than
+ * statements complete. Nothing waits for a batch to fill: a create is sent at once while fewer
+ * than MAX_IN_FLIGHT statements are running, and otherwise joins the next statement, which
+ * takes everything that queued meanwhile. Under load, creates of one organization then share
+ * one lock and one commit instead of queueing on the organization's row one by one.
+ *
+ * A statement that fails for any other reason than an unreachable database is retried task by
+ * task, so that one task that the database refuses fails alone.
+ */
+export class TaskCreateBatcher {
+  readonly #db: Db;
+  readonly #maxInFlight: number;
+  #queue: Pending[] = [];
+  #inFlight = 0;
+
+  constructor(db: Db) {
+    this.#db = db;
+    this.#maxInFlight = Math.max(1, Math.min(MAX_IN_FLIGHT, db.backend.maxConcurrency));
+  }
+
+  create(task: NewTask): Promise<CreatedTask> {
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ task, resolve, reject });
+      this.#pump();
+    });
+  }
+
+  #pump(): void {
+    while (this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
+      const batch = this.#queue.splice(0, MAX_BATCH);
+      this.#inFlight++;
+      void this.#send(batch).finally(() => {
+        this.#inFlight--;
+        this.#pump();
+      });
+    }
+  }
+
+  async #send(batch: Pending[]): Promise<void> {
+    let results: CreatedTask[];
+    try {
+      results = await createTasks(
+        this.#db,
+        batch.map((p) => p.task),
+        PLAN_TASKS_LIMITS,
+      );
+    } catch (err) {
+      if (batch.length === 1 || isDatabaseUnavailable(err)) {
+        for (const p of batch) p.reject(err);
+        return;
+      }
+      await Promise.all(batch.map((p) => this.#send([p])));
+      return;
+    }
+    batch.forEach((p, i) => {
+      const result = results[i];
+      if (result) p.resolve(result);
+      else p.reject(new Error('createTasks returned fewer results than tasks'));
+    });
+  }
+}
