@@ -6,13 +6,18 @@ import { readdirSync, readFileSync } from 'node:fs';
 /** Linux reports utime and stime in USER_HZ ticks, 100 per second on every architecture Node runs on. */
 const MS_PER_TICK = 10;
 
-/** CPU time (user + system) a process has used, in ms, or undefined when it cannot be read. */
-export function processCpuMs(pid: number): number | undefined {
+/**
+ * CPU time (user + system) a process has used, in ms, or undefined when it cannot be read.
+ * With `children`, the time of its children that have exited and been waited for is added.
+ */
+export function processCpuMs(pid: number, children = false): number | undefined {
   try {
     // The command name may hold spaces and parentheses: the fields start after the last ') '.
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * MS_PER_TICK;
+    const own = Number(fields[11]) + Number(fields[12]);
+    const waited = children ? Number(fields[13]) + Number(fields[14]) : 0;
+    return (own + waited) * MS_PER_TICK;
   } catch {
     return undefined;
   }
@@ -20,8 +25,9 @@ export function processCpuMs(pid: number): number | undefined {
 
 /**
  * CPU time used so far by every process named `postgres` (the postmaster, its background
- * processes and the backends). A backend that exits between two readings takes its time with
- * it; the servers measured keep their pools' connections open.
+ * processes and the backends), with the time of those that have exited: the postmaster waits
+ * for its children (an autovacuum worker, a closed connection's backend), and their time then
+ * moves into its children's time, which is counted too.
  */
 export function postgresCpuMs(): number | undefined {
   let total = 0;
@@ -39,7 +45,7 @@ export function postgresCpuMs(): number | undefined {
     } catch {
       continue;
     }
-    const ms = processCpuMs(Number(entry));
+    const ms = processCpuMs(Number(entry), true);
     if (ms === undefined) continue;
     total += ms;
     found = true;
