@@ -81,8 +81,6 @@ export interface PartResult {
 }
 
 const CONNECTIONS = 50;
-/** The pause before each measured round: the same for every target, baselines included. */
-const SETTLE_MS = 1_000;
 /** BENCH_API_TARGETS=create,createOrgs measures only those service targets (with --profile). */
 const onlyTargets = process.env.BENCH_API_TARGETS?.split(',');
 /** Tasks in the organization whose list is read: as many as the rows the list's floor reads. */
@@ -168,7 +166,7 @@ function cpuText(cpu: CpuReading): string {
 /** Warms every target up once, then measures them in turn, round after round. */
 async function measureTargets(
   targets: Target[],
-  settings: { rounds: number; duration: number; warmup: number },
+  settings: { rounds: number; duration: number; warmup: number; settle: number },
   scope: CpuScope,
 ): Promise<Map<string, Measure>> {
   for (const t of targets) await load(t, settings.warmup, scope);
@@ -176,7 +174,7 @@ async function measureTargets(
   for (let round = 1; round <= settings.rounds; round++) {
     for (const t of targets) {
       // The previous load's aftermath (closing connections, its writes being flushed) settles first.
-      await sleep(SETTLE_MS);
+      await sleep(settings.settle * 1000);
       const m = await load(t, settings.duration, scope);
       all.get(t.key)?.push(m);
       progress(
@@ -309,8 +307,8 @@ async function serviceTargets(service: Child): Promise<Target[]> {
 
 export async function benchApi(options: PartOptions): Promise<PartResult> {
   const settings = options.quick
-    ? { rounds: 1, duration: 2, warmup: 1 }
-    : { rounds: 3, duration: 5, warmup: 1 };
+    ? { rounds: 1, duration: 2, warmup: 0.5, settle: 0.25 }
+    : { rounds: 3, duration: 5, warmup: 1, settle: 1 };
   const summary: Record<string, number> = {};
   const info: Record<string, string> = {};
   const sections: string[] = [];
@@ -450,7 +448,7 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
   const markdown = [
     '## API',
     '',
-    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round after a ${settings.warmup} s warm-up per target, ${settings.rounds} round(s), each round after a pause of ${SETTLE_MS / 1000} s; medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`npm start\` runs it (see Method) with \`SVC_ROLE=api\` in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10). Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization (\`create\`: all connections to one) or, each connection to its own, to ${CONNECTIONS} others (\`createOrgs\`). Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards). The primary-key baseline's process also serves two floors, the least a bare route can do for the same work through the same driver: one SELECT of ${FLOOR_LIST_SIZE} task-shaped rows of one organization (the list's), and one INSERT of a task-shaped row committed on its own (a create's); the service's ratio to them is its own share. CPU per request is read around each round from \`/proc\` (user + system time of the server's process and of every \`postgres\` process on this machine) and from \`process.cpuUsage()\` for the load generator; on PGlite the database runs inside the server's process.`,
+    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round after a ${settings.warmup} s warm-up per target, ${settings.rounds} round(s), each round after a pause of ${settings.settle} s (the same for every target); medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`npm start\` runs it (see Method) with \`SVC_ROLE=api\` in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10). Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization (\`create\`: all connections to one) or, each connection to its own, to ${CONNECTIONS} others (\`createOrgs\`). Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards). The primary-key baseline's process also serves two floors, the least a bare route can do for the same work through the same driver: one SELECT of ${FLOOR_LIST_SIZE} task-shaped rows of one organization (the list's), and one INSERT of a task-shaped row committed on its own (a create's); the service's ratio to them is its own share. CPU per request is read around each round from \`/proc\` (user + system time of the server's process and of every \`postgres\` process on this machine) and from \`process.cpuUsage()\` for the load generator; on PGlite the database runs inside the server's process.`,
     '',
     ...sections.flatMap((s) => [s, '']),
     '### Findings',
