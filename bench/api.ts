@@ -163,16 +163,22 @@ function cpuText(cpu: CpuReading): string {
   return `${v(cpu.server)} / ${v(cpu.postgres)} / ${v(cpu.loadGenerator)}`;
 }
 
-/** Warms every target up once, then measures them in turn, round after round. */
+/**
+ * Reads before writes in every round: the writes' aftermath (autovacuum, checkpoints of the
+ * rows they wrote) would otherwise run during the reads that follow them in the same round.
+ */
+const MEASURE_ORDER = ['pk', 'floorList', 'get', 'list', 'floorCreate', 'create', 'createOrgs'];
+
+/** Measures the targets in turn, round after round; each is warmed up just before its first round. */
 async function measureTargets(
   targets: Target[],
   settings: { rounds: number; duration: number; warmup: number; settle: number },
   scope: CpuScope,
 ): Promise<Map<string, Measure>> {
-  for (const t of targets) await load(t, settings.warmup, scope);
   const all = new Map<string, Measure[]>(targets.map((t) => [t.key, []]));
   for (let round = 1; round <= settings.rounds; round++) {
     for (const t of targets) {
+      if (round === 1) await load(t, settings.warmup, scope);
       // The previous load's aftermath (closing connections, its writes being flushed) settles first.
       await sleep(settings.settle * 1000);
       const m = await load(t, settings.duration, scope);
@@ -361,7 +367,8 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
         ...(await serviceTargets(setup.service)),
       ]
         .filter((t) => t.key === 'pk' || !onlyTargets || onlyTargets.some((o) => floorsOf(o).includes(t.key)))
-        .map((t) => ({ ...t, serverPid: isBare(t.key) ? setup.pk.pid : setup.service.pid }));
+        .map((t) => ({ ...t, serverPid: isBare(t.key) ? setup.pk.pid : setup.service.pid }))
+        .sort((a, b) => MEASURE_ORDER.indexOf(a.key) - MEASURE_ORDER.indexOf(b.key));
       const results = await measureTargets(targets, settings, {
         countPostgres: name === 'postgres' && isLocalPostgres(options.postgresUrl ?? ''),
       });
@@ -448,7 +455,7 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
   const markdown = [
     '## API',
     '',
-    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round after a ${settings.warmup} s warm-up per target, ${settings.rounds} round(s), each round after a pause of ${settings.settle} s (the same for every target); medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`npm start\` runs it (see Method) with \`SVC_ROLE=api\` in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10). Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization (\`create\`: all connections to one) or, each connection to its own, to ${CONNECTIONS} others (\`createOrgs\`). Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards). The primary-key baseline's process also serves two floors, the least a bare route can do for the same work through the same driver: one SELECT of ${FLOOR_LIST_SIZE} task-shaped rows of one organization (the list's), and one INSERT of a task-shaped row committed on its own (a create's); the service's ratio to them is its own share. CPU per request is read around each round from \`/proc\` (user + system time of the server's process and of every \`postgres\` process on this machine) and from \`process.cpuUsage()\` for the load generator; on PGlite the database runs inside the server's process.`,
+    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round, ${settings.rounds} round(s); in each round the reads are measured before the writes, each after a pause of ${settings.settle} s (the same for every target), and each target is warmed up for ${settings.warmup} s just before its first round; medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`npm start\` runs it (see Method) with \`SVC_ROLE=api\` in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10). Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization (\`create\`: all connections to one) or, each connection to its own, to ${CONNECTIONS} others (\`createOrgs\`). Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards). The primary-key baseline's process also serves two floors, the least a bare route can do for the same work through the same driver: one SELECT of ${FLOOR_LIST_SIZE} task-shaped rows of one organization (the list's), and one INSERT of a task-shaped row committed on its own (a create's); the service's ratio to them is its own share. CPU per request is read around each round from \`/proc\` (user + system time of the server's process and of every \`postgres\` process on this machine) and from \`process.cpuUsage()\` for the load generator; on PGlite the database runs inside the server's process.`,
     '',
     ...sections.flatMap((s) => [s, '']),
     '### Findings',
