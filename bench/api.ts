@@ -10,6 +10,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import {
   type Child,
   callJson,
@@ -115,6 +116,12 @@ interface Target {
 /** Whose CPU a round reads: the target's server, and PostgreSQL when it runs on this machine. */
 interface CpuScope {
   countPostgres: boolean;
+  /**
+   * After a target that writes: brings the database back to a quiet state (on PostgreSQL,
+   * VACUUM ANALYZE of what was written and a CHECKPOINT), so that autovacuum and checkpoint
+   * writes caused by one target do not run during the next one's measurement.
+   */
+  afterWrites?: () => Promise<void>;
 }
 
 async function load(target: Target, duration: number, scope: CpuScope): Promise<Measure> {
@@ -168,6 +175,19 @@ function cpuText(cpu: CpuReading): string {
  * rows they wrote) would otherwise run during the reads that follow them in the same round.
  */
 const MEASURE_ORDER = ['pk', 'floorList', 'get', 'list', 'floorCreate', 'create', 'createOrgs'];
+const WRITES = ['floorCreate', 'create', 'createOrgs'];
+
+/** VACUUM ANALYZE of the tables the write targets fill, then a CHECKPOINT (skipped if not allowed). */
+async function quietDatabase(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('VACUUM (ANALYZE) tasks, organizations, bench_items');
+    await client.query('CHECKPOINT').catch(() => undefined);
+  } finally {
+    await client.end();
+  }
+}
 
 /** Measures the targets in turn, round after round; each is warmed up just before its first round. */
 async function measureTargets(
@@ -182,6 +202,7 @@ async function measureTargets(
       // The previous load's aftermath (closing connections, its writes being flushed) settles first.
       await sleep(settings.settle * 1000);
       const m = await load(t, settings.duration, scope);
+      if (WRITES.includes(t.key)) await scope.afterWrites?.();
       all.get(t.key)?.push(m);
       progress(
         `  api ${t.key} round ${round}/${settings.rounds}: ${fmt(m.rps)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms, non-2xx ${m.non2xx}, errors ${m.errors}, CPU µs/request ${cpuText(m.cpu)}`,
@@ -195,6 +216,8 @@ interface BackendSetup {
   name: 'pglite' | 'postgres';
   pk: Child;
   service: Child;
+  /** See CpuScope.afterWrites (PostgreSQL only: the embedded database is inside the service). */
+  afterWrites?: () => Promise<void>;
   cleanup(): Promise<void>;
 }
 
@@ -216,6 +239,7 @@ async function startBackend(
       name,
       pk,
       service,
+      afterWrites: () => quietDatabase(db.url),
       async cleanup() {
         await Promise.all([service.stop(), pk.stop()]);
         await db.drop();
@@ -371,6 +395,7 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
         .sort((a, b) => MEASURE_ORDER.indexOf(a.key) - MEASURE_ORDER.indexOf(b.key));
       const results = await measureTargets(targets, settings, {
         countPostgres: name === 'postgres' && isLocalPostgres(options.postgresUrl ?? ''),
+        afterWrites: setup.afterWrites,
       });
       const pk = results.get('pk');
       const rows: string[][] = [];
@@ -455,7 +480,7 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
   const markdown = [
     '## API',
     '',
-    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round, ${settings.rounds} round(s); in each round the reads are measured before the writes, each after a pause of ${settings.settle} s (the same for every target), and each target is warmed up for ${settings.warmup} s just before its first round; medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`npm start\` runs it (see Method) with \`SVC_ROLE=api\` in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10). Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization (\`create\`: all connections to one) or, each connection to its own, to ${CONNECTIONS} others (\`createOrgs\`). Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards). The primary-key baseline's process also serves two floors, the least a bare route can do for the same work through the same driver: one SELECT of ${FLOOR_LIST_SIZE} task-shaped rows of one organization (the list's), and one INSERT of a task-shaped row committed on its own (a create's); the service's ratio to them is its own share. CPU per request is read around each round from \`/proc\` (user + system time of the server's process and of every \`postgres\` process on this machine) and from \`process.cpuUsage()\` for the load generator; on PGlite the database runs inside the server's process.`,
+    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round, ${settings.rounds} round(s); in each round the reads are measured before the writes, each after a pause of ${settings.settle} s (the same for every target), and each target is warmed up for ${settings.warmup} s just before its first round; on PostgreSQL, after each target that writes, \`VACUUM (ANALYZE)\` of the written tables and a \`CHECKPOINT\` (not timed) bring the database back to a quiet state, so that one target's autovacuum and checkpoint writes do not run during the next one; medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`npm start\` runs it (see Method) with \`SVC_ROLE=api\` in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10). Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization (\`create\`: all connections to one) or, each connection to its own, to ${CONNECTIONS} others (\`createOrgs\`). Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards). The primary-key baseline's process also serves two floors, the least a bare route can do for the same work through the same driver: one SELECT of ${FLOOR_LIST_SIZE} task-shaped rows of one organization (the list's), and one INSERT of a task-shaped row committed on its own (a create's); the service's ratio to them is its own share. CPU per request is read around each round from \`/proc\` (user + system time of the server's process and of every \`postgres\` process on this machine) and from \`process.cpuUsage()\` for the load generator; on PGlite the database runs inside the server's process.`,
     '',
     ...sections.flatMap((s) => [s, '']),
     '### Findings',
