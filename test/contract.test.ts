@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import Stripe from 'stripe';
 import { recordRunOutcome } from '../src/db/sql/usage.ts';
@@ -16,13 +15,17 @@ import {
 } from './helpers/openapi-contract.ts';
 import { BODY_LOCATIONS, endpointProblems, one, RESOURCE_LOCATIONS } from './helpers/openapi-spec-map.ts';
 import { type CallOptions, type Reply, startTestService, type TestService } from './helpers/service.ts';
-import { bodyFields, keysOfNote, parseSpec } from './helpers/spec-tables.ts';
+import { loadSpec } from './helpers/spec-facts.ts';
+import { bodyFields, keysOfNote } from './helpers/spec-tables.ts';
 import { type StripeTestServer, startStripeServer } from './helpers/stripe-server.ts';
 
 const WEBHOOK_SECRET = 'whsec_contract_test_secret';
 
-/** The interface specification, read at test time from beside the project. */
-const spec = parseSpec(readFileSync(new URL('../../shared/spec/interface-spec.md', import.meta.url), 'utf8'));
+/**
+ * The interface specification's facts, the project's own copy (test/spec-facts.json, regenerated
+ * by `npm run spec-facts`; test/contract-spec-sync.test.ts keeps it equal to the spec).
+ */
+const spec = loadSpec();
 
 /**
  * Operations of the spec not built yet: their endpoints, resources and bodies are checked once
