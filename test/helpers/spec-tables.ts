@@ -1,6 +1,7 @@
 /**
  * Reads the interface specification's Markdown (resource field tables, request body lists and
- * endpoint tables) into data the contract test compares with the served OpenAPI document.
+ * endpoint tables) into data the contract test compares with the served OpenAPI document;
+ * `scripts/spec-facts.ts` writes that data to test/spec-facts.json, which the test reads.
  * Anything the parser does not understand becomes an `unknown` type, which the comparison
  * reports, so a change of the spec's wording cannot silently turn a check off.
  */
