@@ -84,6 +84,33 @@ export interface Config {
   };
   /** On SIGTERM, how long in-flight requests and runs may take before they are cut off. */
   shutdownGraceMs: number;
+  http: {
+    /** A request whose head and body have not all arrived after this is answered 408 and closed. */
+    requestTimeoutMs: number;
+    /** An idle keep-alive connection is closed after this. */
+    keepAliveTimeoutMs: number;
+    /** Connections open at once; the ones beyond are closed as they arrive. */
+    maxConnections: number;
+  };
+  /** Hard caps per organization, whatever its plan (see docs/api.md, Limits). */
+  orgCaps: {
+    /** Tasks of any status. */
+    tasks: number;
+    skills: number;
+    sources: number;
+    /** Destinations over all its tasks. */
+    destinations: number;
+    /** UTF-8 bytes of all its skills' content. */
+    skillContentBytes: number;
+    /** UTF-8 bytes of all its tasks' prompts. */
+    taskPromptBytes: number;
+    /** Source connection tests running at once in one process. */
+    sourceTests: number;
+    /** Stdio MCP server processes running at once in one process. */
+    stdioProcesses: number;
+  };
+  /** Stdio MCP server processes running at once in one process, all organizations together. */
+  maxStdioProcesses: number;
 }
 
 export class ConfigError extends Error {
@@ -96,6 +123,7 @@ export class ConfigError extends Error {
 type Env = Record<string, string | undefined>;
 
 const DEFAULT_MODEL_BASE_URL = 'https://openrouter.ai/api/v1';
+const MB = 1024 * 1024;
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 function str(env: Env, name: string): string | undefined {
@@ -253,5 +281,21 @@ export function loadConfig(env: Env): Config {
       concurrency: int(env, 'SVC_DELIVERY_CONCURRENCY', 8, 1, 256),
     },
     shutdownGraceMs: int(env, 'SVC_SHUTDOWN_GRACE_SECONDS', 30, 0, 3600) * 1000,
+    http: {
+      requestTimeoutMs: int(env, 'SVC_HTTP_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600) * 1000,
+      keepAliveTimeoutMs: int(env, 'SVC_HTTP_KEEP_ALIVE_TIMEOUT_SECONDS', 5, 1, 3600) * 1000,
+      maxConnections: int(env, 'SVC_HTTP_MAX_CONNECTIONS', 1000, 1, 1_000_000),
+    },
+    orgCaps: {
+      tasks: int(env, 'SVC_MAX_TASKS_PER_ORG', 1000, 1, 1_000_000),
+      skills: int(env, 'SVC_MAX_SKILLS_PER_ORG', 200, 1, 100_000),
+      sources: int(env, 'SVC_MAX_SOURCES_PER_ORG', 100, 1, 100_000),
+      destinations: int(env, 'SVC_MAX_DESTINATIONS_PER_ORG', 1000, 1, 1_000_000),
+      skillContentBytes: int(env, 'SVC_MAX_SKILL_CONTENT_MB_PER_ORG', 10, 1, 10_000) * MB,
+      taskPromptBytes: int(env, 'SVC_MAX_TASK_PROMPT_MB_PER_ORG', 10, 1, 10_000) * MB,
+      sourceTests: int(env, 'SVC_MAX_SOURCE_TESTS_PER_ORG', 2, 1, 100),
+      stdioProcesses: int(env, 'SVC_MAX_STDIO_PROCESSES_PER_ORG', 4, 1, 1000),
+    },
+    maxStdioProcesses: int(env, 'SVC_MAX_STDIO_PROCESSES', 32, 1, 10_000),
   };
 }

@@ -2,6 +2,7 @@ import Fastify, { LogController } from 'fastify';
 import type { Deps } from '../domain/deps.ts';
 import { errors } from '../lib/errors.ts';
 import { registerDashboard } from '../web/plugin.ts';
+import { capConnections, installJsonParser, serverBounds } from './connection.ts';
 import { installAuth } from './plugins/auth.ts';
 import { installErrorHandling, sendError, toAppError } from './plugins/errors.ts';
 import { installObservability, requestId } from './plugins/observability.ts';
@@ -70,6 +71,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: (req) => requestId(req.headers['x-request-id']),
     bodyLimit: BODY_LIMIT_BYTES,
+    ...serverBounds(deps.config.http),
     // X-Forwarded-For is believed for exactly the configured number of proxy hops.
     trustProxy: (_address: string, hop: number) => hop < deps.config.trustProxyHops,
     // Only idle keep-alive sockets are closed on shutdown; in-flight requests finish.
@@ -110,6 +112,8 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   });
   // Bodies are JSON only: without this, text/plain would be parsed as a string (a 400), not refused (415).
   app.removeContentTypeParser('text/plain');
+  installJsonParser(app);
+  capConnections(app, deps.config.http);
 
   installValidators(app);
   installErrorHandling(app);

@@ -39,6 +39,8 @@ export function billingRoutes(app: App, deps: Deps): void {
 
   // Stripe's signature is over the exact bytes sent, so this route keeps the body raw.
   app.register(async (scope) => {
+    // Replaces the app's strict-UTF-8 parser in this scope only.
+    scope.removeContentTypeParser('application/json');
     scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
       done(null, body);
     });
