@@ -1,12 +1,26 @@
 import type { RunContextRow } from '../db/sql/run-context.ts';
 import type { RunRow } from '../db/sql/runs.ts';
 
+/** The usage of one model call, as the provider reported it. */
+export interface CallUsage {
+  /** The provider's id of the answer, when it gave one. */
+  providerCallId: string | null;
+  tokensUsed: number;
+  costCents: number;
+}
+
 /** One run handed to an executor: the claimed run and its task's context. */
 export interface RunJob {
   run: RunRow;
   context: RunContextRow;
   /** When execution started (the worker's "now"). */
   startedAt: Date;
+  /**
+   * Records one model call's usage on the run's ledger at once, whatever then happens to the
+   * run. The executor calls it as soon as a call's usage has arrived and waits for it before
+   * acting on the answer; it never rejects (a write that failed for good is logged).
+   */
+  recordUsage(usage: CallUsage): Promise<void>;
 }
 
 /**

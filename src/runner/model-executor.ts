@@ -97,6 +97,7 @@ export function modelExecutor(deps: ExecutorDeps): RunExecutor {
               ? usage.costUsd * 100
               : catalogCostCents(model, usage.promptTokens, usage.completionTokens),
           maxSteps: deps.config.model.maxSteps,
+          record: job.recordUsage,
           messages,
           toolbox: opened?.toolbox ?? new Toolbox(),
           signal,
@@ -113,6 +114,8 @@ interface LoopInput {
   /** Cents of one step: a provider-reported cost wins over the catalog's prices. */
   cost(usage: StepUsage): number;
   maxSteps: number;
+  /** Writes one call's usage to the ledger; awaited before the answer is acted on. */
+  record: RunJob['recordUsage'];
   messages: ChatCompletionMessageParam[];
   toolbox: Toolbox;
   signal: AbortSignal;
@@ -126,8 +129,11 @@ async function toolLoop(client: ModelClient, input: LoopInput): Promise<RunResul
     for (let step = 1; step <= input.maxSteps; step++) {
       const answer = await client.step({ model: input.routerModelId, messages, tools }, signal);
       if (!answer.ok) return failure(answer.errorType, answer.message, totals);
-      totals.tokensUsed += answer.usage.totalTokens;
-      totals.costCents += input.cost(answer.usage);
+      const call = { tokensUsed: answer.usage.totalTokens, costCents: input.cost(answer.usage) };
+      totals.tokensUsed += call.tokensUsed;
+      totals.costCents += call.costCents;
+      // The provider has charged for this answer: on the ledger before anything else happens.
+      await input.record({ providerCallId: null, ...call });
 
       const calls = (answer.message.tool_calls ?? []).filter(
         (c): c is Extract<ChatCompletionMessageToolCall, { type: 'function' }> => c.type === 'function',

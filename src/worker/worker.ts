@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { queueUsageReport } from '../billing/usage-meter.ts';
 import { isDatabaseUnavailable, type Queryable } from '../db/db.ts';
-import { loadRunContext } from '../db/sql/run-context.ts';
+import { loadRunContext, type RunContextRow } from '../db/sql/run-context.ts';
 import {
   claimRuns,
   finishRun,
@@ -19,10 +19,12 @@ import {
 } from '../db/sql/run-queue.ts';
 import type { RunRow } from '../db/sql/runs.ts';
 import { currentTime, notify, statementTime } from '../db/sql/time.ts';
+import { copyUsageToRun, recordModelCall, settleDeletedRun } from '../db/sql/usage.ts';
 import type { Deps } from '../domain/deps.ts';
 import { runLimitRefusal } from '../domain/run-limit.ts';
 import { CoalescedTask } from '../lib/coalesced-task.ts';
-import type { RunExecutor, RunResult } from '../runner/executor.ts';
+import { newId } from '../lib/ids.ts';
+import type { CallUsage, RunExecutor, RunResult } from '../runner/executor.ts';
 
 /** How long a finished run's result is retried while the database is unreachable. */
 const RECORD_RETRY_MS = 10 * 60_000;
@@ -173,8 +175,6 @@ export class RunWorker {
         status: 'failed',
         output: null,
         error: `The run was started ${r.attempts} times and each time its worker stopped responding before it finished; it is not retried again`,
-        costCents: 0,
-        tokensUsed: 0,
         completedAt: now,
       });
       if (failed?.delivery_status === 'pending') await notify(tx, 'svc_deliveries');
@@ -225,24 +225,39 @@ export class RunWorker {
     if (!context) return; // The task was deleted; its runs went with it.
     // An aborted execution may throw or return; either way the abort reason decides below.
     let result: RunResult | undefined;
+    // What this execution put on the ledger, call by call (the model calls it paid for).
+    const recorded = { tokensUsed: 0, costCents: 0 };
+    const recordUsage = async (usage: CallUsage) => {
+      recorded.tokensUsed += usage.tokensUsed;
+      recorded.costCents += usage.costCents;
+      await this.#recordUsage(run, usage, signal);
+    };
     // A run beyond the plan's run limit is not executed; it fails and does not count.
     const refusal = await runLimitRefusal(db, run, context.organization);
     if (refusal) {
       result = { ok: false, errorType: 'plan_limit', message: refusal, tokensUsed: 0, costCents: 0 };
     } else {
       try {
-        result = await this.#executor.execute({ run, context, startedAt }, signal);
+        result = await this.#executor.execute({ run, context, startedAt, recordUsage }, signal);
       } catch (err) {
         if (!signal.aborted) throw err;
       }
     }
     executed();
+    // Usage the executor totalled without recording it call by call is recorded now.
+    if (result) await this.#recordRemainder(run, result, recorded, recordUsage);
     const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
     switch (reason) {
       case 'lease_lost':
-        // Another worker holds the run now; whatever this one found is not recorded.
+        // Another worker holds the run now (or it was deleted with its task); only the usage
+        // this one paid for, already on the ledger, is kept.
         metrics.runsReleased.inc({ reason: 'lease_lost' });
-        log.warn({ runId: run.id }, 'run abandoned: its lease was lost to another worker');
+        if (await settleDeletedRun(db, run.id, 'failed', true)) {
+          log.info({ runId: run.id }, 'run stopped: it was deleted with its task; its usage stays on the ledger');
+        } else {
+          log.warn({ runId: run.id }, 'run abandoned: its lease was lost to another worker');
+        }
+        await this.#reportUsage(context, run.organization_id, recorded.costCents, run.id);
         return;
       case 'shutdown':
         if (await releaseRun(db, run.id, this.id)) {
@@ -250,6 +265,7 @@ export class RunWorker {
           metrics.runsReleased.inc({ reason: 'shutdown' });
           log.info({ runId: run.id }, 'run released to the queue: shutdown grace period over');
         }
+        await this.#reportUsage(context, run.organization_id, recorded.costCents, run.id);
         return;
       case 'timeout':
         result = {
@@ -264,32 +280,29 @@ export class RunWorker {
         break;
     }
     if (!result) throw new Error('the executor returned no result without being aborted');
+    const status = result.ok ? 'completed' : 'failed';
+    const counted = result.ok || result.errorType !== 'plan_limit';
     const finished = await this.#whileDatabaseReturns(run.id, signal, () =>
       finishRun(db, run.id, this.id, {
-        status: result.ok ? 'completed' : 'failed',
+        status,
         output: result.ok ? result.output : null,
         error: result.ok ? null : result.message,
-        costCents: result.costCents,
-        tokensUsed: result.tokensUsed,
         completedAt: statementTime(clock),
-        counted: result.ok || result.errorType !== 'plan_limit',
+        counted,
       }),
     );
     if (!finished) {
-      log.warn({ runId: run.id }, 'run result dropped: the lease was lost before it was recorded');
+      if (await settleDeletedRun(db, run.id, status, counted)) {
+        log.info({ runId: run.id }, 'run ended after it was deleted with its task; its usage stays on the ledger');
+      } else {
+        log.warn({ runId: run.id }, 'run result dropped: the lease was lost before it was recorded');
+      }
+      await this.#reportUsage(context, run.organization_id, recorded.costCents, run.id);
       return;
     }
     // Its deliveries were queued with it: wake the dispatchers of every process.
     if (finished.delivery_status === 'pending') await notify(db, 'svc_deliveries');
-    // Usage beyond the plan's credits is reported to Stripe (paid plan with a customer, as the
-    // run found it); the report covers the whole period, so a skipped or failed one is caught
-    // up by the organization's next run.
-    const { plan, payment_customer_id } = context.organization;
-    if (Number(finished.cost_cents) > 0 && plan === 'paid' && payment_customer_id) {
-      await queueUsageReport(this.#deps, finished.organization_id).catch((err: unknown) =>
-        log.warn({ err, runId: run.id }, 'usage report could not be queued'),
-      );
-    }
+    await this.#reportUsage(context, finished.organization_id, Number(finished.cost_cents), run.id);
     metrics.runsFinished.inc({ status: finished.status });
     log.info(
       {
@@ -303,13 +316,73 @@ export class RunWorker {
   }
 
   /**
+   * Writes one model call's usage to the ledger (retried while the database is unreachable, under
+   * one id so that it counts once), then brings the run's own figures up to date. It is written
+   * whatever happens to the run meanwhile: the provider has charged for the call. Never rejects;
+   * usage that could not be written is logged with its figures.
+   */
+  async #recordUsage(run: RunRow, usage: CallUsage, signal: AbortSignal): Promise<void> {
+    const { db, log } = this.#deps;
+    const call = { id: newId(), runId: run.id, ...usage };
+    try {
+      await this.#whileDatabaseReturns(run.id, signal, () => recordModelCall(db, call), 'a model call');
+      await copyUsageToRun(db, run.id);
+    } catch (err) {
+      log.error(
+        { err, runId: run.id, callId: call.id, tokensUsed: usage.tokensUsed, costCents: usage.costCents },
+        "a model call's usage could not be recorded",
+      );
+    }
+  }
+
+  /** Records what the executor's totals hold beyond the calls it recorded itself. */
+  async #recordRemainder(
+    run: RunRow,
+    result: RunResult,
+    recorded: { tokensUsed: number; costCents: number },
+    record: (usage: CallUsage) => Promise<void>,
+  ): Promise<void> {
+    const tokensUsed = Math.max(0, Math.round(result.tokensUsed - recorded.tokensUsed));
+    // Sums of fractional cents in another order differ in the last bits, not by a real amount.
+    const costCents = result.costCents - recorded.costCents > 1e-9 ? result.costCents - recorded.costCents : 0;
+    if (tokensUsed > 0 || costCents > 0) {
+      this.#deps.log.info({ runId: run.id, tokensUsed, costCents }, 'usage recorded from the run totals');
+      await record({ providerCallId: null, tokensUsed, costCents });
+    }
+  }
+
+  /**
+   * Usage beyond the plan's credits is reported to Stripe (paid plan with a customer, as the
+   * run found it); the report covers the whole period, so a skipped or failed one is caught up
+   * by the organization's next run.
+   */
+  async #reportUsage(
+    context: RunContextRow,
+    organizationId: string,
+    costCents: number,
+    runId: string,
+  ): Promise<void> {
+    const { plan, payment_customer_id } = context.organization;
+    if (costCents > 0 && plan === 'paid' && payment_customer_id) {
+      await queueUsageReport(this.#deps, organizationId).catch((err: unknown) =>
+        this.#deps.log.warn({ err, runId }, 'usage report could not be queued'),
+      );
+    }
+  }
+
+  /**
    * Writes a result, retrying while the database is unreachable (backoff up to 5 s, for up to
    * 10 minutes, or until shutdown gives up on the run): the answer was paid for, and losing it
    * would run the task again. A worker does not recover the leases of runs still in its hands,
    * and the heartbeat renews them once the database is back; a write another worker overtook is refused by finishRun's lease
    * check, never recorded twice.
    */
-  async #whileDatabaseReturns<T>(runId: string, signal: AbortSignal, write: () => Promise<T>): Promise<T> {
+  async #whileDatabaseReturns<T>(
+    runId: string,
+    signal: AbortSignal,
+    write: () => Promise<T>,
+    what = 'the run result',
+  ): Promise<T> {
     const deadline = performance.now() + RECORD_RETRY_MS;
     for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
       try {
@@ -319,7 +392,7 @@ export class RunWorker {
         if (!isDatabaseUnavailable(err) || shutdown || performance.now() + delay > deadline) throw err;
         this.#deps.log.warn(
           { runId, err: (err as Error).message, retryInMs: delay },
-          'the run result could not be recorded: the database is unavailable; retrying',
+          `${what} could not be recorded: the database is unavailable; retrying`,
         );
         await new Promise((resolve) => setTimeout(resolve, delay));
       }

@@ -154,8 +154,6 @@ export interface RunResultRow {
   status: 'completed' | 'failed';
   output: string | null;
   error: string | null;
-  costCents: number;
-  tokensUsed: number;
   /** Null: the database's clock (see completionTime in time.ts). */
   completedAt: Date | null;
   /** False for a run refused by the plan's run limit: it does not count towards runsUsed. */
@@ -181,13 +179,16 @@ const deliveryTargets = (task: string) => `
    ORDER BY channel, lower(target), position`;
 
 /** When the run ended: the worker's manual clock in tests, else the database's clock. */
-const COMPLETED_AT = 'coalesce($8::timestamptz, statement_timestamp())';
+const COMPLETED_AT = 'coalesce($6::timestamptz, statement_timestamp())';
 
 // Built once (statements are named by their text; see FIND_TASK in tasks.ts).
 const FINISH_RUN = `WITH targets AS (
        ${deliveryTargets('(SELECT task_id FROM runs WHERE id = $1)')}
      ), run AS (
-       UPDATE runs SET status = $3, output = $4, error = $5, cost_cents = $6, tokens_used = $7,
+       UPDATE runs SET status = $3, output = $4, error = $5,
+              -- Tokens and cost were added to the ledger call by call (recordModelCall, usage.ts).
+              cost_cents = greatest(cost_cents, coalesce((SELECT u.cost_cents FROM usage_ledger u WHERE u.run_id = $1), 0)),
+              tokens_used = greatest(tokens_used, coalesce((SELECT u.tokens_used FROM usage_ledger u WHERE u.run_id = $1), 0)),
               completed_at = ${COMPLETED_AT},
               duration_ms = CASE WHEN started_at IS NULL THEN NULL
                                  ELSE greatest(0, round(extract(epoch FROM (${COMPLETED_AT} - started_at)) * 1000))::int END,
@@ -196,8 +197,7 @@ const FINISH_RUN = `WITH targets AS (
         WHERE id = $1 AND status = 'running' AND ($2::text IS NULL OR lease_owner = $2)
        RETURNING *
      ), ledger AS (
-       UPDATE usage_ledger u SET status = run.status, cost_cents = run.cost_cents, tokens_used = run.tokens_used,
-              counted = $9
+       UPDATE usage_ledger u SET status = run.status, counted = $7
          FROM run WHERE u.run_id = run.id
      ), once_done AS (
        UPDATE tasks t SET status = 'completed', next_run_at = NULL, updated_at = ${COMPLETED_AT}
@@ -215,7 +215,8 @@ const FINISH_RUN = `WITH targets AS (
 
 /**
  * Records a run's end in one statement: the run (only while `workerId` holds it; pass null for
- * a run failed by lease recovery), its usage-ledger row, a `once` task's completion, and one
+ * a run failed by lease recovery) with the tokens and cost its ledger row has gathered, the
+ * ledger row's status, a `once` task's completion, and one
  * delivery job per destination (deliveryStatus `pending` when there is any). Returns the
  * finished run, or undefined when the lease was no longer this worker's.
  */
@@ -231,8 +232,6 @@ export async function finishRun(
     r.status,
     r.output,
     r.error,
-    r.costCents,
-    Math.round(r.tokensUsed),
     r.completedAt,
     r.counted ?? true,
   ]);

@@ -1,8 +1,9 @@
 import type { Queryable } from '../db.ts';
 
 /**
- * The usage ledger: one row per run, written with the run (see insertRun) and updated when the
- * run ends. It has no foreign key to tasks or runs, so deleting either never lowers usage.
+ * The usage ledger: one row per run, written with the run (see insertRun). Its tokens and cost
+ * grow with each model call as the call is answered (recordModelCall); its status is set when
+ * the run ends. It has no foreign key to tasks or runs, so deleting either never lowers usage.
  */
 export interface RunOutcome {
   status: 'running' | 'completed' | 'failed';
@@ -16,6 +17,75 @@ export async function recordRunOutcome(db: Queryable, runId: string, outcome: Ru
     `UPDATE usage_ledger SET status = $2, cost_cents = $3, tokens_used = $4
      WHERE run_id = $1 RETURNING run_id`,
     [runId, outcome.status, outcome.costCents, Math.round(outcome.tokensUsed)],
+  );
+  return rows.length > 0;
+}
+
+export interface ModelCallUsage {
+  /** Chosen by the worker before the first attempt to write, so a retried write counts once. */
+  id: string;
+  runId: string;
+  /** The provider's id of the answer, when it gave one. */
+  providerCallId: string | null;
+  tokensUsed: number;
+  costCents: number;
+}
+
+/**
+ * Adds one model call's tokens and cost to its run's ledger row, in one statement with the
+ * call's own row (whose id makes a repeated write count once). Only the ledger row is locked,
+ * so it never waits on a run's row. False when the call was already recorded or the run has no
+ * ledger row.
+ */
+export async function recordModelCall(db: Queryable, call: ModelCallUsage): Promise<boolean> {
+  const rows = await db.query(
+    `WITH call AS (
+       INSERT INTO usage_calls (id, run_id, organization_id, provider_call_id, tokens_used, cost_cents, created_at)
+       SELECT $1, u.run_id, u.organization_id, $3, $4, $5, statement_timestamp()
+         FROM usage_ledger u WHERE u.run_id = $2
+       ON CONFLICT (id) DO NOTHING
+       RETURNING run_id, tokens_used, cost_cents
+     )
+     UPDATE usage_ledger u SET tokens_used = u.tokens_used + call.tokens_used,
+            cost_cents = u.cost_cents + call.cost_cents
+       FROM call WHERE u.run_id = call.run_id
+     RETURNING u.run_id`,
+    [call.id, call.runId, call.providerCallId, Math.round(call.tokensUsed), call.costCents],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * Brings the run's own tokens and cost up to its ledger row's (a separate statement, so that
+ * only the run's row is locked; `greatest` keeps a late, older copy from lowering them).
+ */
+export async function copyUsageToRun(db: Queryable, runId: string): Promise<void> {
+  await db.query(
+    `UPDATE runs r SET cost_cents = greatest(r.cost_cents, u.cost_cents),
+            tokens_used = greatest(r.tokens_used, u.tokens_used)
+       FROM usage_ledger u
+      WHERE r.id = $1 AND u.run_id = r.id
+        AND (r.cost_cents < u.cost_cents OR r.tokens_used < u.tokens_used)`,
+    [runId],
+  );
+}
+
+/**
+ * The ledger status of a run that was deleted (with its task) while a worker held it: the
+ * worker's outcome, since no run row is left to carry it. Does nothing while the run exists.
+ */
+export async function settleDeletedRun(
+  db: Queryable,
+  runId: string,
+  status: 'completed' | 'failed',
+  counted: boolean,
+): Promise<boolean> {
+  const rows = await db.query(
+    `UPDATE usage_ledger SET status = $2, counted = $3
+      WHERE run_id = $1 AND status IN ('pending', 'running')
+        AND NOT EXISTS (SELECT 1 FROM runs WHERE id = $1)
+     RETURNING run_id`,
+    [runId, status, counted],
   );
   return rows.length > 0;
 }
