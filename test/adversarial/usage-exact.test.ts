@@ -1,0 +1,209 @@
+// Every model call's tokens and cost reach the usage ledger, whatever happens to the run while
+// it is in flight. Each test lets a run's first call (a tool call) be answered and charged,
+// holds its second call, and then does one thing to the run: deletes its task, takes its lease
+// away, stops its worker at the end of the grace period, or fails it after too many attempts.
+// The ledger, `GET /stats` and the run must then show what the provider stand-in sent.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { describe, test } from 'node:test';
+import { type Org, runNow } from '../helpers/runs.ts';
+import { startTestService, type TestService } from '../helpers/service.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { type CountingModel, startCountingModel } from './usage-kit.ts';
+
+const FIRST = { tokens: 1000, costUsd: 0.25 };
+const SECOND = { tokens: 500, costUsd: 0.125 };
+
+interface Setup {
+  svc: TestService;
+  model: CountingModel;
+  org: Org;
+  taskId: string;
+  runId: string;
+  /** Lets the held second call be answered (if its run still waits for it). */
+  release(): void;
+  close(): Promise<void>;
+}
+
+/** A run whose first call is answered and recorded and whose second call is held. */
+async function runWithHeldSecondCall(env: Record<string, string> = {}): Promise<Setup> {
+  let release = () => {};
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  let secondCalls = 0;
+  const model = await startCountingModel(({ step }) => {
+    if (step === 1) return { toolCall: true, totalTokens: FIRST.tokens, costUsd: FIRST.costUsd };
+    // Only the first attempt's second call is held; a later attempt is answered at once.
+    return {
+      toolCall: false,
+      totalTokens: SECOND.tokens,
+      costUsd: SECOND.costUsd,
+      ...(++secondCalls === 1 && { hold: held }),
+    };
+  });
+  const svc = await startTestService({
+    startLoops: true,
+    env: {
+      SVC_MODEL_BASE_URL: model.url,
+      SVC_MODEL_API_KEY: 'sk-usage-exact',
+      SVC_RUN_LEASE_SECONDS: '1',
+      ...env,
+    },
+  });
+  const org = await svc.createOrg('paid');
+  const task = await svc.call({
+    method: 'POST',
+    url: '/api/svc/tasks',
+    key: org.apiKey,
+    body: {
+      organizationId: org.organizationId,
+      name: 'Usage',
+      prompt: `Prompt ${randomUUID()}`,
+      schedule: 'daily',
+    },
+  });
+  assert.equal(task.status, 201, task.raw);
+  const runId = await runNow(svc, org, task.body.id);
+  await waitFor('the second call to be asked', async () => (model.received >= 2 ? true : undefined));
+  return {
+    svc,
+    model,
+    org,
+    taskId: task.body.id,
+    runId,
+    release,
+    async close() {
+      release();
+      await svc.close();
+      await model.close();
+    },
+  };
+}
+
+/** The organization's statistics once its tokens reach `tokens` (or the last ones seen). */
+async function statsReaching(s: Setup, tokens: number) {
+  let last: any;
+  try {
+    await waitFor(
+      `totalTokensUsed to reach ${tokens}`,
+      async () => {
+        const res = await s.svc.call({
+          method: 'GET',
+          url: `/api/svc/stats?organizationId=${s.org.organizationId}`,
+          key: s.org.apiKey,
+        });
+        last = res.body;
+        return last.totalTokensUsed === tokens ? last : undefined;
+      },
+      { timeoutMs: 5_000 },
+    );
+  } catch {
+    // The comparison below says what differs.
+  }
+  return last;
+}
+
+async function ledgerRow(s: Setup) {
+  const [row] = await s.svc.testDb.db.query<{ status: string; tokens_used: number; cost_cents: number }>(
+    'SELECT status, tokens_used, cost_cents::float8 AS cost_cents FROM usage_ledger WHERE run_id = $1',
+    [s.runId],
+  );
+  return row;
+}
+
+/** What the stand-in sent, as the service must have counted it. */
+function assertCountedAsSent(stats: any, model: CountingModel): void {
+  const sent = model.totals();
+  assert.deepEqual(
+    { tokens: stats.totalTokensUsed, cents: stats.totalCostCents },
+    { tokens: sent.tokens, cents: sent.cents },
+  );
+}
+
+describe('usage of a model call is kept whatever happens to its run', () => {
+  test('deleting a task mid-run keeps the usage of the calls its run made', async () => {
+    const s = await runWithHeldSecondCall();
+    try {
+      const del = await s.svc.call({
+        method: 'DELETE',
+        url: `/api/svc/tasks/${s.taskId}`,
+        key: s.org.apiKey,
+      });
+      assert.equal(del.status, 204);
+      // The worker notices at its next heartbeat and stops the run: the held call is abandoned.
+      await waitFor('the held call to be abandoned', async () => (s.model.waiting === 0 ? true : undefined));
+      s.release();
+      assert.equal(s.model.delivered.length, 1);
+      const stats = await statsReaching(s, FIRST.tokens);
+      assertCountedAsSent(stats, s.model);
+      assert.deepEqual(await ledgerRow(s), { status: 'failed', tokens_used: FIRST.tokens, cost_cents: 25 });
+    } finally {
+      await s.close();
+    }
+  });
+
+  test("a run whose lease is taken away keeps the usage of both attempts' calls", async () => {
+    const s = await runWithHeldSecondCall();
+    try {
+      // As if the worker had been presumed dead: another owner, whose lease then expires.
+      await s.svc.testDb.db.query("UPDATE runs SET lease_owner = 'presumed-dead' WHERE id = $1", [s.runId]);
+      await waitFor('the held call to be abandoned', async () => (s.model.waiting === 0 ? true : undefined));
+      s.release();
+      const run = await waitFor(
+        'the second attempt to complete the run',
+        async () => {
+          const res = await s.svc.call({ method: 'GET', url: `/api/svc/runs/${s.runId}`, key: s.org.apiKey });
+          return res.body.status === 'completed' ? res.body : undefined;
+        },
+        { timeoutMs: 15_000 },
+      );
+      // Sent: the first call twice (once per attempt) and the second call once.
+      assert.equal(s.model.delivered.length, 3);
+      const sent = FIRST.tokens * 2 + SECOND.tokens;
+      const stats = await statsReaching(s, sent);
+      assertCountedAsSent(stats, s.model);
+      assert.equal(run.tokensUsed, sent);
+      assert.equal(run.costCents, 62.5);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('a run given back to the queue at the end of the shutdown grace period keeps the usage of its calls', async () => {
+    const s = await runWithHeldSecondCall();
+    try {
+      await s.svc.service.worker?.stop(100);
+      s.release();
+      const stats = await statsReaching(s, FIRST.tokens);
+      assertCountedAsSent(stats, s.model);
+      const row = await ledgerRow(s);
+      assert.equal(row?.tokens_used, FIRST.tokens);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('a run failed after too many attempts keeps the usage of the attempts it made', async () => {
+    const s = await runWithHeldSecondCall({ SVC_RUN_MAX_ATTEMPTS: '1' });
+    try {
+      await s.svc.testDb.db.query(
+        "UPDATE runs SET lease_owner = 'presumed-dead', lease_expires_at = now() - interval '1 minute' WHERE id = $1",
+        [s.runId],
+      );
+      await waitFor('the held call to be abandoned', async () => (s.model.waiting === 0 ? true : undefined));
+      s.release();
+      const run = await waitFor('the run to be failed', async () => {
+        const res = await s.svc.call({ method: 'GET', url: `/api/svc/runs/${s.runId}`, key: s.org.apiKey });
+        return res.body.status === 'failed' ? res.body : undefined;
+      });
+      assert.match(run.error, /started 1 times/);
+      const stats = await statsReaching(s, FIRST.tokens);
+      assertCountedAsSent(stats, s.model);
+      assert.equal(run.tokensUsed, FIRST.tokens);
+      assert.equal(run.costCents, 25);
+    } finally {
+      await s.close();
+    }
+  });
+});
