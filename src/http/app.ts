@@ -7,6 +7,7 @@ import { installAuth } from './plugins/auth.ts';
 import { installErrorHandling, sendError, toAppError } from './plugins/errors.ts';
 import { installObservability, requestId } from './plugins/observability.ts';
 import { installOpenApi, installOpenApiRoutes } from './plugins/openapi.ts';
+import { installSecurityHeaders } from './plugins/security-headers.ts';
 import { installValidators } from './plugins/validation.ts';
 import { adminKeyRoutes } from './routes/admin-keys.ts';
 import { adminOrganizationRoutes } from './routes/admin-organizations.ts';
@@ -118,6 +119,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   installValidators(app);
   installErrorHandling(app);
   installObservability(app, deps);
+  installSecurityHeaders(app);
   installAuth(app, deps);
   await installOpenApi(app, deps.config.publicUrl);
 

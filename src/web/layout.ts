@@ -1,9 +1,11 @@
-// The page shell: one stylesheet inline (no extra request, nothing to build), a skip link, a
-// navigation that collapses on small screens, and the signed-in person's organization.
+// The page shell: one stylesheet inline (no extra request, nothing to build; allowed by its hash,
+// see csp.ts), a skip link, a navigation that collapses on small screens, and the signed-in
+// person's organization. Pages use classes, never `style` attributes, which the policy refuses.
 import type { Viewer } from '../domain/users.ts';
+import { inlineStyle } from './csp.ts';
 import { type Html, html, raw } from './html.ts';
 
-const STYLE = raw(`
+const STYLE = inlineStyle(`
 :root { color-scheme: light dark; --fg: #1b1f24; --muted: #5b6570; --bg: #fff; --card: #f6f8fa; --line: #d0d7de;
   --accent: #0b57d0; --ok: #1a7f37; --bad: #c62828; --warn: #9a6700; font-family: system-ui, -apple-system, "Segoe UI", sans-serif; }
 @media (prefers-color-scheme: dark) { :root { --fg: #e6edf3; --muted: #9aa6b2; --bg: #0d1117; --card: #161b22; --line: #30363d; --accent: #7aa7ff; } }
@@ -18,7 +20,7 @@ table { width: 100%; border-collapse: collapse; } th, td { text-align: left; pad
 th { font-size: .85rem; color: var(--muted); font-weight: 600; } .table-wrap { overflow-x: auto; }
 form.stack { display: grid; gap: .75rem; max-width: 36rem; } label { font-weight: 600; display: block; }
 input, select, textarea { font: inherit; padding: .45rem .55rem; border: 1px solid var(--line); border-radius: 6px; background: var(--bg); color: var(--fg); width: 100%; }
-input[type=checkbox] { width: auto; } textarea { min-height: 8rem; }
+input[type=checkbox], input[type=radio] { width: auto; } textarea { min-height: 8rem; } label.choice { font-weight: 400; }
 button, .button { font: inherit; padding: .45rem .9rem; border-radius: 6px; border: 1px solid var(--accent); background: var(--accent); color: #fff; cursor: pointer; text-decoration: none; display: inline-block; }
 button.secondary, .button.secondary { background: transparent; color: var(--accent); } button.danger { background: var(--bad); border-color: var(--bad); }
 :focus-visible { outline: 3px solid var(--accent); outline-offset: 2px; }
@@ -33,6 +35,9 @@ button.secondary, .button.secondary { background: transparent; color: var(--acce
 .secret { font-family: ui-monospace, monospace; word-break: break-all; background: var(--card); padding: .5rem; border-radius: 6px; border: 1px solid var(--line); }
 .output { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: .75rem 1rem; overflow-x: auto; }
 fieldset { border: 1px solid var(--line); border-radius: 8px; } legend { font-weight: 600; }
+form.inline { display: inline; } .row.spaced { margin-bottom: 1rem; } .row.ends { justify-content: space-between; }
+.gap-below { margin-bottom: 1.25rem; } form.gap-below { margin-bottom: 1rem; } .pre-wrap { white-space: pre-wrap; } pre.pre-wrap { margin: 0; }
+svg.chart { max-width: 720px; color: var(--accent); }
 `);
 
 const NAV = [
@@ -64,13 +69,13 @@ export function page(o: PageOptions, body: Html): string {
           html`<li><a href="${href}" ${o.section === href ? raw('aria-current="page"') : ''}>${label}</a></li>`,
       )}</ul></nav>
       <div class="who">${o.viewer.email} ·
-        <form method="post" action="/logout" style="display:inline">${csrfField(o.viewer.csrfToken)}<button class="secondary" type="submit">Sign out</button></form>
+        <form class="inline" method="post" action="/logout">${csrfField(o.viewer.csrfToken)}<button class="secondary" type="submit">Sign out</button></form>
       </div>`
     : '';
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 ${o.refreshSeconds ? html`<meta http-equiv="refresh" content="${o.refreshSeconds}">` : ''}
-<title>${o.title} · Scheduled AI tasks</title><style>${STYLE}</style></head>
+<title>${o.title} · Scheduled AI tasks</title>${STYLE}</head>
 <body><a class="skip" href="#main">Skip to content</a>
 <header class="top"><a class="brand" href="/dashboard">Scheduled AI tasks</a>${nav}</header>
 <main id="main">${o.flash ? html`<div class="flash ${o.flash.kind}" role="${o.flash.kind === 'error' ? 'alert' : 'status'}">${o.flash.text}</div>` : ''}${body}</main>

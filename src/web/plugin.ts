@@ -1,12 +1,13 @@
 // The dashboard: server-rendered pages served by the api role, in their own Fastify scope
 // (cookies and form bodies are understood here, not by the JSON API).
 import cookie from '@fastify/cookie';
-import formbody from '@fastify/formbody';
 import type { FastifyInstance } from 'fastify';
 import type { Deps } from '../domain/deps.ts';
 import { viewerOfSession } from '../domain/users.ts';
 import type { App } from '../http/types.ts';
 import { formIsGenuine, SESSION_COOKIE } from './auth.ts';
+import { dashboardCsp } from './csp.ts';
+import { formProblem, installFormParsing, showFormAgain } from './form-input.ts';
 import { html } from './html.ts';
 import { page } from './layout.ts';
 import { authPages } from './pages/auth-pages.ts';
@@ -27,17 +28,25 @@ export function registerDashboard(app: App, deps: Deps): void {
       route.schema = { ...(route.schema ?? {}), hide: true };
     });
     await scope.register(cookie);
-    await scope.register(formbody, { bodyLimit: 256 * 1024 });
+    await installFormParsing(scope);
 
-    scope.addHook('onRequest', async (request) => {
-      const viewer = await viewerOfSession(deps, request.cookies[SESSION_COOKIE]);
-      if (viewer) request.viewer = viewer;
-    });
-    // Every form post must carry its CSRF token; pages are never cached (they hold private data).
-    scope.addHook('preHandler', async (request, reply) => {
+    // Set first, so that every answer of the scope carries them (errors and redirects too).
+    // Pages are never cached (they hold private data), never framed, and load only what
+    // csp.ts allows.
+    scope.addHook('onRequest', async (request, reply) => {
       reply.header('cache-control', 'no-store');
       reply.header('x-frame-options', 'DENY');
       reply.header('referrer-policy', 'same-origin');
+      reply.header('x-content-type-options', 'nosniff');
+      reply.header('content-security-policy', dashboardCsp());
+      const viewer = await viewerOfSession(deps, request.cookies[SESSION_COOKIE]);
+      if (viewer) request.viewer = viewer;
+    });
+    // A form that cannot be read is shown again (see form-input.ts); every form post must carry
+    // its CSRF token.
+    scope.addHook('preHandler', async (request, reply) => {
+      const problem = request.method === 'POST' ? formProblem(request) : undefined;
+      if (problem) return showFormAgain(request, reply, problem);
       if (request.method === 'POST' && !formIsGenuine(request)) {
         reply.code(403).type('text/html');
         return reply.send(

@@ -20,7 +20,7 @@ const card = (label: string, value: string | number) =>
 
 /** Bars of runs per day and a line of cost, as an SVG with a text alternative (the table). */
 function usageChart(days: { day: string; runs: number; costCents: number }[]): Html {
-  const w = 720;
+  const w = 720; // svg.chart's max-width in layout.ts
   const h = 180;
   const pad = 24;
   const maxRuns = Math.max(1, ...days.map((d) => d.runs));
@@ -39,7 +39,7 @@ function usageChart(days: { day: string; runs: number; costCents: number }[]): H
     )
     .join(' ');
   return html`<figure>
-<svg viewBox="0 0 ${w} ${h}" width="100%" role="img" aria-labelledby="chart-title" style="max-width:${w}px;color:var(--accent)">
+<svg viewBox="0 0 ${w} ${h}" width="100%" role="img" aria-labelledby="chart-title" class="chart">
 <title id="chart-title">Runs (bars, up to ${maxRuns} a day) and cost (line, up to ${dollars(maxCost)} a day) over the last ${DAYS} days</title>
 ${raw(bars)}<polyline points="${line}" fill="none" stroke="var(--warn)" stroke-width="2"/>
 <line x1="${pad}" y1="${h - pad}" x2="${w - pad}" y2="${h - pad}" stroke="var(--line)"/></svg>

@@ -6,6 +6,7 @@ import type { Deps } from '../../domain/deps.ts';
 import { openWebhookSecret } from '../../domain/organizations.ts';
 import type { Viewer } from '../../domain/users.ts';
 import { field, formOf, viewerOrRedirect } from '../auth.ts';
+import { inlineScript } from '../csp.ts';
 import { type Html, html } from '../html.ts';
 import { csrfField, page } from '../layout.ts';
 import type { WebScope } from '../plugin.ts';
@@ -55,6 +56,13 @@ ${await webhookSecretSection(deps, viewer)}`,
   );
 }
 
+// The new key's Copy button (the key stays selectable without script).
+const COPY_SCRIPT =
+  inlineScript(`document.querySelector('[data-copy]').addEventListener('click', async () => {
+  await navigator.clipboard.writeText(document.getElementById('key-value').textContent);
+  document.getElementById('copied').textContent = 'Copied';
+});`);
+
 const send = (reply: FastifyReply, status: number, markup: string) =>
   reply.code(status).type('text/html; charset=utf-8').send(markup);
 
@@ -93,10 +101,7 @@ export function keyPages(scope: WebScope, deps: Deps): void {
 <p><strong>Copy it now: it will not be shown again.</strong></p>
 <p class="secret" id="key-value">${apiKey}</p>
 <button type="button" class="secondary" data-copy="key-value">Copy</button> <span id="copied" role="status" aria-live="polite"></span>
-<script>document.querySelector('[data-copy]').addEventListener('click', async () => {
-  await navigator.clipboard.writeText(document.getElementById('key-value').textContent);
-  document.getElementById('copied').textContent = 'Copied';
-});</script></section>`;
+${COPY_SCRIPT}</section>`;
     return send(reply, 201, await keysPage(deps, viewer, shown));
   });
 

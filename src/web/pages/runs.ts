@@ -50,7 +50,7 @@ function stillGoing(run: RunWithDeliveries): boolean {
 }
 
 function deliverySection(d: Delivery, tz: string): Html {
-  return html`<section style="margin-bottom:1.25rem">
+  return html`<section class="gap-below">
 <h3>${d.type}: ${d.value}${d.label ? html` <span class="muted">(${d.label})</span>` : ''} ${badge(d.status === 'sending' ? 'pending' : d.status)}</h3>
 ${d.status === 'sending' ? html`<p class="muted">An attempt is in progress.</p>` : ''}
 ${d.nextAttemptAt ? html`<p class="muted">Next attempt: ${when(d.nextAttemptAt, tz)}</p>` : ''}
@@ -66,7 +66,7 @@ ${
           a,
         ) => html`<tr><td>${a.attempt}</td><td>${when(a.at, tz)} <span class="muted">(${formatDuration(a.durationMs)})</span></td>
 <td>${badge(a.outcome)}</td><td>${a.statusCode ?? '—'}</td>
-<td>${a.error ? html`<div>${a.error}</div>` : ''}${a.response ? html`<pre style="white-space:pre-wrap;margin:0">${a.response}</pre>` : ''}${!a.error && !a.response ? '—' : ''}</td></tr>`,
+<td>${a.error ? html`<div>${a.error}</div>` : ''}${a.response ? html`<pre class="pre-wrap">${a.response}</pre>` : ''}${!a.error && !a.response ? '—' : ''}</td></tr>`,
       )}</tbody></table></div>`
 }
 </section>`;
@@ -110,7 +110,7 @@ ${
 ${
   deliveries.length === 0
     ? html`<p class="muted">The task had no destination when the run ended.</p>`
-    : html`${anyFailed ? html`<form method="post" action="${section}/${run.id ?? ''}/redeliver" style="margin-bottom:1rem">${csrfField(viewer.csrfToken)}<button type="submit">Retry failed deliveries</button></form>` : ''}
+    : html`${anyFailed ? html`<form method="post" action="${section}/${run.id ?? ''}/redeliver" class="gap-below">${csrfField(viewer.csrfToken)}<button type="submit">Retry failed deliveries</button></form>` : ''}
 ${deliveries.map((d) => deliverySection(d, tz))}`
 }`,
   );

@@ -121,7 +121,7 @@ function skillPage(viewer: Viewer, skill: Skill, flash: Flash): string {
   return page(
     { title: skill.name, viewer, section, flash },
     html`<h1>${skill.name}</h1>
-<div class="row" style="margin-bottom:1rem">
+<div class="row spaced">
   <a class="button secondary" href="${section}/${skill.id}/edit">Edit</a>
   <a class="button secondary" href="${section}/${skill.id}/delete">Delete</a>
 </div>
@@ -142,7 +142,7 @@ async function listPage(deps: Deps, viewer: Viewer, flash: Flash): Promise<strin
   const skills = await listSkills(deps, viewer.organizationId);
   return page(
     { title: 'Skills', viewer, section, flash },
-    html`<div class="row" style="justify-content:space-between"><h1>Skills</h1><a class="button" href="${section}/new">New skill</a></div>
+    html`<div class="row ends"><h1>Skills</h1><a class="button" href="${section}/new">New skill</a></div>
 <p class="muted">Skills are instructions given to the model before a task's prompt.</p>
 ${
   skills.length === 0

@@ -315,7 +315,7 @@ ${problemsFlash(err, LABELS)}
     ${CREDENTIAL_KEYS.map(
       (key) => html`<div><label for="${key}">${CREDENTIAL_LABELS[key]}</label>
       <input id="${key}" name="${key}" type="password" autocomplete="new-password" spellcheck="false" value="${v.credentials[key]}" ${stored(key) ? raw('placeholder="stored: leave blank to keep"') : ''} ${inv(`authConfig/${key}`)}>
-      ${stored(key) ? html`<label style="font-weight:400"><input type="checkbox" name="clear" value="${key}" ${v.clear.includes(key) ? raw('checked') : ''}> Remove the stored ${CREDENTIAL_LABELS[key].toLowerCase()}</label>` : ''}</div>`,
+      ${stored(key) ? html`<label class="choice"><input type="checkbox" name="clear" value="${key}" ${v.clear.includes(key) ? raw('checked') : ''}> Remove the stored ${CREDENTIAL_LABELS[key].toLowerCase()}</label>` : ''}</div>`,
     )}
   </fieldset>`
   }
@@ -347,8 +347,8 @@ function sourcePage(
   return page(
     { title: source.name, viewer, section, flash },
     html`<h1>${source.name} ${badge(source.isActive ? 'active' : 'inactive')}</h1>
-<div class="row" style="margin-bottom:1rem">
-  <form method="post" action="${section}/${source.id}/test" style="display:inline">${csrfField(viewer.csrfToken)}<button type="submit">Test connection</button></form>
+<div class="row spaced">
+  <form method="post" action="${section}/${source.id}/test" class="inline">${csrfField(viewer.csrfToken)}<button type="submit">Test connection</button></form>
   <a class="button secondary" href="${section}/${source.id}/edit">Edit</a>
   <a class="button secondary" href="${section}/${source.id}/delete">Delete</a>
 </div>
@@ -379,7 +379,7 @@ async function listPage(deps: Deps, viewer: Viewer, flash: Flash): Promise<strin
   const sources = await listSources(deps, viewer.organizationId);
   return page(
     { title: 'Sources', viewer, section, flash },
-    html`<div class="row" style="justify-content:space-between"><h1>Sources</h1><a class="button" href="${section}/new">New source</a></div>
+    html`<div class="row ends"><h1>Sources</h1><a class="button" href="${section}/new">New source</a></div>
 <p class="muted">Sources give a task's model tools: MCP servers, HTTP APIs, or the service's own.</p>
 ${
   sources.length === 0

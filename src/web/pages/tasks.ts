@@ -19,6 +19,7 @@ import { WEEKDAYS } from '../../scheduler/slots.ts';
 import type { Run } from '../../schemas/run.ts';
 import { DESTINATION_TYPES, type Task, TaskCreateBody, TaskUpdateBody } from '../../schemas/task.ts';
 import { type FormBody, field, fields, formOf, viewerOrRedirect } from '../auth.ts';
+import { inlineScript } from '../csp.ts';
 import { type Html, html, raw } from '../html.ts';
 import { badge, csrfField, page } from '../layout.ts';
 import {
@@ -216,7 +217,7 @@ ${providers.map(
 }
 
 // Progressive enhancement: the preview follows the schedule fields as they change.
-const PREVIEW_SCRIPT = raw(`<script>
+const PREVIEW_SCRIPT = inlineScript(`
 (() => {
   const form = document.getElementById('task-form');
   const box = document.getElementById('schedule');
@@ -239,7 +240,7 @@ const PREVIEW_SCRIPT = raw(`<script>
   box.addEventListener('change', refresh);
   box.addEventListener('input', refresh);
 })();
-</script>`);
+`);
 
 async function taskFormPage(
   deps: Deps,
@@ -270,13 +271,13 @@ ${problemsFlash(err, TASK_LABELS)}
   <fieldset id="schedule"><legend>Schedule</legend>
     <div class="row" role="radiogroup" aria-label="Repeat" ${invalid(err, 'schedule')}>${MODES.map(
       (m) =>
-        html`<label style="font-weight:400"><input type="radio" style="width:auto" name="mode" value="${m}" ${checked(v.mode === m)}> ${MODE_LABELS[m]}</label>`,
+        html`<label class="choice"><input type="radio" name="mode" value="${m}" ${checked(v.mode === m)}> ${MODE_LABELS[m]}</label>`,
     )}</div>
     <div><label for="scheduleTime">Time</label><input id="scheduleTime" name="scheduleTime" type="time" value="${v.scheduleTime}" aria-describedby="scheduleTime-help" ${invalid(err, 'scheduleTime')}>
       <p class="muted" id="scheduleTime-help">Local time in the timezone. Daily and weekly default to 09:00; hourly uses the minutes only; once without a time runs as soon as it is saved.</p></div>
     <fieldset ${invalid(err, 'scheduleDays')}><legend>Days (weekly)</legend><div class="row">${WEEKDAYS.map(
       (d) =>
-        html`<label style="font-weight:400"><input type="checkbox" name="scheduleDays" value="${d}" ${checked(v.scheduleDays.includes(d))}> ${DAY_ABBR[d]}</label>`,
+        html`<label class="choice"><input type="checkbox" name="scheduleDays" value="${d}" ${checked(v.scheduleDays.includes(d))}> ${DAY_ABBR[d]}</label>`,
     )}</div></fieldset>
     <div><label for="timezone">Timezone</label><input id="timezone" name="timezone" list="timezones" autocomplete="off" spellcheck="false" value="${v.timezone}" ${invalid(err, 'timezone')}>${timezoneDatalist()}</div>
     <div><label for="cronExpression">Cron expression</label><input id="cronExpression" name="cronExpression" placeholder="0 9 * * 1-5" spellcheck="false" value="${v.cronExpression}" aria-describedby="cron-help" ${invalid(err, 'cronExpression')}>
@@ -287,7 +288,7 @@ ${problemsFlash(err, TASK_LABELS)}
     skills.length
       ? skills.map(
           (s) =>
-            html`<label style="font-weight:400"><input type="checkbox" name="skillIds" value="${s.id}" ${checked(v.skillIds.includes(s.id))}> ${s.name}</label>`,
+            html`<label class="choice"><input type="checkbox" name="skillIds" value="${s.id}" ${checked(v.skillIds.includes(s.id))}> ${s.name}</label>`,
         )
       : html`<p class="muted">No skills yet. <a href="/dashboard/skills/new">Create one</a>.</p>`
   }</fieldset>
@@ -295,7 +296,7 @@ ${problemsFlash(err, TASK_LABELS)}
     sources.length
       ? sources.map(
           (s) =>
-            html`<label style="font-weight:400"><input type="checkbox" name="sourceIds" value="${s.id}" ${checked(v.sourceIds.includes(s.id))}> ${s.name} <span class="muted">(${s.type})</span></label>`,
+            html`<label class="choice"><input type="checkbox" name="sourceIds" value="${s.id}" ${checked(v.sourceIds.includes(s.id))}> ${s.name} <span class="muted">(${s.type})</span></label>`,
         )
       : html`<p class="muted">No sources yet. <a href="/dashboard/sources/new">Create one</a>.</p>`
   }</fieldset>
@@ -324,7 +325,7 @@ ${PREVIEW_SCRIPT}`,
 // The task page and the list
 
 const runNowButton = (viewer: Viewer, task: Task, secondary = false) =>
-  html`<form method="post" action="/dashboard/tasks/${task.id}/run" style="display:inline">${csrfField(viewer.csrfToken)}<button type="submit" ${secondary ? raw('class="secondary"') : ''}>Run now</button></form>`;
+  html`<form method="post" action="/dashboard/tasks/${task.id}/run" class="inline">${csrfField(viewer.csrfToken)}<button type="submit" ${secondary ? raw('class="secondary"') : ''}>Run now</button></form>`;
 
 async function taskPage(deps: Deps, viewer: Viewer, task: Task, flash: Flash): Promise<string> {
   const org = viewer.organizationId;
@@ -341,9 +342,9 @@ async function taskPage(deps: Deps, viewer: Viewer, task: Task, flash: Flash): P
   return page(
     { title: task.name, viewer, section: '/dashboard/tasks', flash },
     html`<h1>${task.name} ${badge(task.status)}</h1>
-<div class="row" style="margin-bottom:1rem">
+<div class="row spaced">
   ${runNowButton(viewer, task)}
-  <form method="post" action="/dashboard/tasks/${task.id}/status" style="display:inline">${csrfField(viewer.csrfToken)}
+  <form method="post" action="/dashboard/tasks/${task.id}/status" class="inline">${csrfField(viewer.csrfToken)}
     <input type="hidden" name="status" value="${nextStatus}"><button type="submit" class="secondary">${nextStatus === 'paused' ? 'Pause' : 'Resume'}</button></form>
   <a class="button secondary" href="/dashboard/tasks/${task.id}/edit">Edit</a>
   <a class="button secondary" href="/dashboard/tasks/${task.id}/delete">Delete</a>
@@ -358,7 +359,7 @@ async function taskPage(deps: Deps, viewer: Viewer, task: Task, flash: Flash): P
   <tr><th scope="row">Destinations</th><td>${(task.destinations ?? []).length ? html`<ul>${(task.destinations ?? []).map((d) => html`<li>${d.type}: ${d.value}${d.label ? html` <span class="muted">(${d.label})</span>` : ''}</li>`)}</ul>` : html`<span class="muted">none</span>`}</td></tr>
 </tbody></table></div>
 <h2>Prompt</h2>
-<div class="output" style="white-space:pre-wrap">${task.prompt}</div>
+<div class="output pre-wrap">${task.prompt}</div>
 <h2>Runs</h2>
 ${runsTable(runs, { timezone: tz })}`,
   );
@@ -384,7 +385,7 @@ async function taskListPage(deps: Deps, viewer: Viewer, flash: Flash): Promise<s
   const latest = await latestRuns(deps, viewer.organizationId, tasks);
   return page(
     { title: 'Tasks', viewer, section: '/dashboard/tasks', flash },
-    html`<div class="row" style="justify-content:space-between"><h1>Tasks</h1><a class="button" href="/dashboard/tasks/new">New task</a></div>
+    html`<div class="row ends"><h1>Tasks</h1><a class="button" href="/dashboard/tasks/new">New task</a></div>
 ${
   tasks.length === 0
     ? html`<p>No tasks yet. <a href="/dashboard/tasks/new">Create your first task</a>.</p>`
