@@ -13,6 +13,8 @@ export interface Config {
   databaseUrl: string | undefined;
   /** PGlite data directory (`memory://` keeps it in memory, for tests). */
   dataDir: string;
+  /** Embedded database: each commit waits for the disk (fsync), so a power cut keeps it. */
+  embeddedFsync: boolean;
   dbPoolSize: number;
   roles: ReadonlySet<Role>;
   adminToken: string | undefined;
@@ -229,6 +231,7 @@ export function loadConfig(env: Env): Config {
     host,
     databaseUrl,
     dataDir: str(env, 'SVC_DATA_DIR') ?? './data',
+    embeddedFsync: bool(env, 'SVC_EMBEDDED_FSYNC', true),
     dbPoolSize: int(env, 'SVC_DB_POOL_SIZE', 10, 1, 500),
     roles,
     adminToken,

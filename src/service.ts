@@ -111,11 +111,6 @@ export async function startService(config: Config, options: StartOptions = {}): 
       taskCreates: new TaskCreateBatcher(db),
     };
 
-    const created = config.createDemoOrg ? await createDemoOrganizationIfEmpty(deps) : undefined;
-    const demo = created?.apiKey
-      ? { organizationId: created.organization.id, apiKey: created.apiKey }
-      : undefined;
-
     const scheduler = config.roles.has('scheduler') ? new DueTaskClaimer(deps) : undefined;
     const worker = config.roles.has('worker')
       ? new RunWorker(deps, options.executor ?? modelExecutor(deps))
@@ -149,6 +144,13 @@ export async function startService(config: Config, options: StartOptions = {}): 
     app = await buildApp(deps, config.roles.has('api') ? 'full' : 'operations');
     if (options.listen !== false) url = await app.listen({ host: config.host, port: config.port });
     else await app.ready();
+    // Only once the port is ours: a start that fails before this point (port in use) has
+    // written no demo organization, so the next start still creates one and shows its key.
+    // Nothing that can fail comes between this and the banner (run-server.ts).
+    const created = config.createDemoOrg ? await createDemoOrganizationIfEmpty(deps) : undefined;
+    const demo = created?.apiKey
+      ? { organizationId: created.organization.id, apiKey: created.apiKey }
+      : undefined;
     if (config.roles.has('api')) {
       const prune = () =>
         pruneRateLimitCounters(db, windowStart(clock.now())).catch((err: Error) =>

@@ -1,7 +1,12 @@
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { PGlite, types } from '@electric-sql/pglite';
+import { lockDataDir } from './data-dir-lock.ts';
 import { type Db, PGLITE_PROFILE, type Queryable } from './db.ts';
+import {
+  DURABLE_START_PARAMS,
+  NON_DURABLE_START_PARAMS,
+  SyncingNodeFS,
+  syncDirectoryTree,
+} from './pglite-disk.ts';
 import { PgliteStatements } from './pglite-statements.ts';
 
 export const PGLITE_PARSERS = {
@@ -21,13 +26,7 @@ export const PGLITE_PARSERS = {
  * (1/32 of them) unless set: it stays at the 4 MB that 128 MB gave it, so commits write the WAL
  * as before.
  */
-export const PGLITE_START_PARAMS: readonly string[] = [
-  ...PGlite.defaultStartParams,
-  '-c',
-  'shared_buffers=64MB',
-  '-c',
-  'wal_buffers=4MB',
-];
+export const PGLITE_START_PARAMS: readonly string[] = ['-c', 'shared_buffers=64MB', '-c', 'wal_buffers=4MB'];
 
 type PgliteLike = Pick<PGlite, 'query' | 'exec'>;
 
@@ -56,19 +55,27 @@ function wrapTransaction(tx: PgliteLike, statements: PgliteStatements): Queryabl
 
 /**
  * Opens (creating if needed) the embedded database. `memory://` keeps it in memory;
- * `loadDataDir` starts it from a dump (tests start from a migrated one).
+ * `loadDataDir` starts it from a dump (tests start from a migrated one). On disk, `durable`
+ * (default true) makes each commit wait for the disk (see pglite-disk.ts); in memory there is
+ * no disk to wait for.
  */
-export async function openPglite(dataDir: string, options: { loadDataDir?: Blob } = {}): Promise<Db> {
+export async function openPglite(
+  dataDir: string,
+  options: { loadDataDir?: Blob; durable?: boolean } = {},
+): Promise<Db> {
   const inMemory = dataDir.startsWith('memory://');
+  const durable = !inMemory && options.durable !== false;
   const releaseLock = inMemory ? () => undefined : lockDataDir(dataDir);
   let pg: PGlite;
   try {
     pg = await PGlite.create({
-      dataDir: inMemory ? undefined : dataDir,
+      ...(inMemory ? {} : durable ? { fs: new SyncingNodeFS(dataDir) } : { dataDir }),
       parsers: PGLITE_PARSERS,
-      startParams: [...PGLITE_START_PARAMS],
+      startParams: [...(durable ? DURABLE_START_PARAMS : NON_DURABLE_START_PARAMS), ...PGLITE_START_PARAMS],
       ...(options.loadDataDir && { loadDataDir: options.loadDataDir }),
     });
+    // Files written before fsync was real (initdb, a start in the other mode) reach the disk too.
+    if (durable) syncDirectoryTree(dataDir);
   } catch (err) {
     releaseLock();
     throw err;
@@ -104,39 +111,4 @@ export function pgliteDb(pg: PGlite, onClose: () => void = () => undefined): Db 
       onClose();
     },
   };
-}
-
-/**
- * PGlite is a single-process database: two processes writing one data directory would corrupt
- * it. A lock file with the owner's pid refuses the second opener; a stale lock (its process
- * gone, e.g. after SIGKILL) is taken over.
- */
-function lockDataDir(dataDir: string): () => void {
-  mkdirSync(dataDir, { recursive: true });
-  const lockPath = join(dataDir, 'svc.lock');
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      writeFileSync(lockPath, String(process.pid), { flag: 'wx' });
-      return () => rmSync(lockPath, { force: true });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const owner = Number(readFileSync(lockPath, 'utf8').trim());
-      if (owner && owner !== process.pid && isAlive(owner)) {
-        throw new Error(
-          `data directory ${dataDir} is in use by process ${owner}; the embedded database serves one process (use DATABASE_URL to run several)`,
-        );
-      }
-      rmSync(lockPath, { force: true });
-    }
-  }
-  throw new Error(`could not lock data directory ${dataDir}`);
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
