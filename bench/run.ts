@@ -3,7 +3,7 @@
 //
 //   node bench/run.ts             full: 3 rounds per measurement
 //   node bench/run.ts --quick     1 round, shorter loads
-//   node bench/run.ts --only=api,engine,scheduler   some parts only (the report says so)
+//   node bench/run.ts --only=api,engine,scheduler,durability   some parts only (the report says so)
 //   node bench/run.ts --profile [--only=…]  service children under --cpu-prof; prints where
 //                                 their CPU time went and writes no report (numbers are skewed)
 //
@@ -18,12 +18,13 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { benchApi, type PartOptions, type PartResult } from './api.ts';
 import { fmt, progress, START_NODE_ARGS, table } from './baselines.ts';
+import { benchDurability } from './durability.ts';
 import { benchEngine } from './engine.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const REPORT = join(ROOT, 'docs', 'benchmarks.md');
 const DEFAULT_POSTGRES = 'postgres://postgres@127.0.0.1:5432/postgres';
-const PARTS = ['api', 'scheduler', 'engine'] as const;
+const PARTS = ['api', 'scheduler', 'engine', 'durability'] as const;
 type Part = (typeof PARTS)[number];
 
 interface SchedulerModule {
@@ -351,6 +352,7 @@ async function main(): Promise<void> {
       let result: PartResult | undefined;
       if (part === 'api') result = await benchApi(options);
       else if (part === 'engine') result = await benchEngine(options);
+      else if (part === 'durability') result = await benchDurability(options);
       else {
         const file = fileURLToPath(new URL('./scheduler.ts', import.meta.url));
         if (!existsSync(file)) {
@@ -436,6 +438,7 @@ async function main(): Promise<void> {
     'npm run bench -- --profile --only=engine    # service processes under --cpu-prof; prints where the time went, writes no report',
     'BENCH_API_TARGETS=list,create npm run bench -- --only=api   # some API targets only (get, list, create, createOrgs)',
     'BENCH_ENGINE_ROWS=none npm run bench -- --only=engine      # the memory measurement alone (or rows: instant-c4, 100ms-c4, 100ms-c32)',
+    'npm run bench -- --only=durability --quick   # the embedded database with fsync on and off',
     '```',
     '',
     `PostgreSQL is taken from \`BENCH_DATABASE_URL\` (default \`${DEFAULT_POSTGRES}\`); each part creates a fresh database there and drops it afterwards. Without a reachable server only PGlite is measured and this page says so.`,

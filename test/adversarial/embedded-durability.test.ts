@@ -165,7 +165,7 @@ describe('durable commits in the embedded database', { skip: EMBEDDED_ONLY }, ()
     let fsyncs = 0;
     const { openSync, fsyncSync } = fs;
     // Node's own fs functions, counted where PGlite's filesystem calls them.
-    fs.openSync = ((path: fs.PathLike, flags?: fs.OpenMode, mode?: fs.Mode) => {
+    fs.openSync = ((path: fs.PathLike, flags: fs.OpenMode, mode?: fs.Mode) => {
       if (String(path).includes('pg_wal/0') && typeof flags === 'number') walOpens.push(flags);
       return openSync(path, flags, mode);
     }) as typeof fs.openSync;
