@@ -131,7 +131,8 @@ export async function showFormAgain(request: FastifyRequest, reply: FastifyReply
   if (cookies) reply.header('set-cookie', cookies);
   if (shown.statusCode !== 200) {
     if (shown.headers.location) reply.header('location', shown.headers.location);
-    return sendHtml(reply, shown.statusCode, shown.body);
+    const type = String(shown.headers['content-type'] ?? 'text/html; charset=utf-8');
+    return reply.code(shown.statusCode).type(type).send(shown.body);
   }
   const flash = html`<div class="flash error" role="alert">${message}</div>`;
   return sendHtml(reply, 400, shown.body.replace('<main id="main">', `<main id="main">${flash.value}`));
