@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Config, parseSecretKey } from '../config.ts';
 import type { Queryable } from '../db/db.ts';
 import { initMeta } from '../db/sql/service-meta.ts';
+import { createFileDurably } from '../lib/durable-file.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 
 export class StartupError extends Error {
@@ -21,7 +22,7 @@ export function resolveSecretKey(config: Pick<Config, 'secretKey' | 'dataDir'>):
   if (existsSync(path)) return parseSecretKey(readFileSync(path, 'utf8').trim(), path);
   mkdirSync(config.dataDir, { recursive: true });
   const key = randomBytes(32);
-  writeFileSync(path, `${key.toString('base64')}\n`, { mode: 0o600, flag: 'wx' });
+  createFileDurably(path, `${key.toString('base64')}\n`, 0o600);
   return key;
 }
 

@@ -2,8 +2,8 @@
 // whose pid another process now has is taken over (a SIGKILL never leaves a directory that
 // refuses to open) while a running service still holds its directory; a first start that fails
 // once the database exists (port in use) still leaves the next start to show a working demo key;
-// on disk, each commit waits for the disk, and what was acknowledged before a SIGKILL is there
-// after reopening.
+// on disk, each commit waits for the disk (and the generated secret key is flushed before the
+// database depends on it), and what was acknowledged before a SIGKILL is there after reopening.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -17,6 +17,7 @@ import { pathToFileURL } from 'node:url';
 import { loadConfig } from '../../src/config.ts';
 import { processStartTime } from '../../src/db/data-dir-lock.ts';
 import { openPglite } from '../../src/db/pglite.ts';
+import { resolveSecretKey } from '../../src/domain/secret-key.ts';
 import { createPostgresDatabase, TEST_DATABASE_URL } from '../helpers/db.ts';
 import { runFailingStart, startServerProcess } from '../helpers/process.ts';
 
@@ -194,6 +195,32 @@ describe('durable commits in the embedded database', { skip: EMBEDDED_ONLY }, ()
       `a WAL segment opened with O_SYNC (flags seen: ${walOpens.join(', ')})`,
     );
     assert.ok(fsyncs > 0, 'the checkpoint fsynced files');
+  });
+
+  test('a generated secret key is on disk, with its directory entry, before the database depends on it', () => {
+    const dir = freshDir();
+    const opened = new Map<number, string>();
+    const synced: string[] = [];
+    const { openSync, fsyncSync } = fs;
+    fs.openSync = ((path: fs.PathLike, flags: fs.OpenMode, mode?: fs.Mode) => {
+      const fd = openSync(path, flags, mode);
+      opened.set(fd, String(path));
+      return fd;
+    }) as typeof fs.openSync;
+    fs.fsyncSync = (fd: number) => {
+      synced.push(opened.get(fd) ?? `fd ${fd}`);
+      fsyncSync(fd);
+    };
+    syncBuiltinESMExports();
+    try {
+      resolveSecretKey({ secretKey: undefined, dataDir: dir });
+    } finally {
+      fs.openSync = openSync;
+      fs.fsyncSync = fsyncSync;
+      syncBuiltinESMExports();
+    }
+    assert.ok(synced.includes(join(dir, 'secret.key')), `fsynced: ${synced.join(', ')}`);
+    assert.ok(synced.includes(dir), `fsynced: ${synced.join(', ')}`);
   });
 
   const WRITER = `
