@@ -41,6 +41,11 @@ async function api(path: string, key: string, init: RequestInit = {}) {
 
 test('a person signs up, makes an API key, runs a daily task from the browser, and a revoked key stops working', async () => {
   const page: Page = await browser.newPage();
+  // The whole journey runs under the pages' Content-Security-Policy: nothing it refuses.
+  const violations: string[] = [];
+  page.on('console', (msg) => {
+    if (/content security policy/i.test(msg.text())) violations.push(`${page.url()}: ${msg.text()}`);
+  });
   try {
     // Sign up: an organization on the free plan, its owner signed in.
     await page.goto(`${base}/signup`);
@@ -100,6 +105,7 @@ test('a person signs up, makes an API key, runs a daily task from the browser, a
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.goto(`${base}/dashboard/tasks`);
     await page.waitForURL(/\/login/);
+    assert.deepEqual(violations, [], 'CSP violations');
   } finally {
     await page.close();
   }
