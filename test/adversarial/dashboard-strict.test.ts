@@ -290,9 +290,28 @@ describe('the dashboard is as strict as the API', () => {
     }
     assert.deepEqual(failures, []);
 
+    // Signed out, a refused form on a signed-in page is sent to sign in, like its page.
+    const stranger = await svc.app.inject({
+      method: 'POST',
+      url: '/dashboard/skills',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: 'name=a%00b&content=x',
+    });
+    assert.equal(stranger.statusCode, 303);
+    assert.equal(stranger.headers.location, `/login?next=${encodeURIComponent('/dashboard/skills/new')}`);
+
     // Nothing was done: still signed in, the skill and the key are still there.
     const skill = await get(`/dashboard/skills/${ids.skills}`);
     assert.equal(skill.statusCode, 200);
+    for (const section of ['skills', 'sources', 'tasks']) {
+      const list = await get(`/dashboard/${section}`);
+      const listed = new Set(list.body.match(new RegExp(`/dashboard/${section}/[0-9a-f-]{36}`, 'g')));
+      assert.deepEqual(
+        [...listed],
+        [`/dashboard/${section}/${ids[section]}`],
+        `no ${section} made or deleted`,
+      );
+    }
     const keys = await get('/dashboard/keys');
     assert.doesNotMatch(keys.body, /badge failed">revoked/);
     const errorLines = svc.logs.filter((line) => /"level":(50|60)/.test(line) || /"stack"/.test(line));
