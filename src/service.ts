@@ -11,6 +11,7 @@ import { createChannels } from './delivery/channels/index.ts';
 import { DeliveryDispatcher } from './delivery/dispatcher.ts';
 import type { Deps } from './domain/deps.ts';
 import { loadModelCatalog, type ModelCatalog } from './domain/models.ts';
+import { SourceTestSlots } from './domain/org-caps.ts';
 import { createDemoOrganizationIfEmpty, openWebhookSecret } from './domain/organizations.ts';
 import { PrincipalCache } from './domain/principal-cache.ts';
 import { windowStart } from './domain/rate-limit.ts';
@@ -108,7 +109,8 @@ export async function startService(config: Config, options: StartOptions = {}): 
       models,
       stripe: createStripeClient(config.stripe),
       principals: new PrincipalCache(db),
-      taskCreates: new TaskCreateBatcher(db),
+      taskCreates: new TaskCreateBatcher(db, config.orgCaps),
+      sourceTests: new SourceTestSlots(config.orgCaps.sourceTests),
     };
 
     const scheduler = config.roles.has('scheduler') ? new DueTaskClaimer(deps) : undefined;

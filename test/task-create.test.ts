@@ -9,6 +9,8 @@ import { backendName, createTestDb, type TestDb } from './helpers/db.ts';
 import { insertTask } from './helpers/fixtures.ts';
 
 const LIMITS = { free: 5, paid: 100 };
+/** The service's caps, far above what these tests create. */
+const CAPS = { tasks: 100_000, taskPromptBytes: 1e9, destinations: 100_000 };
 
 /**
  * Creates go through one statement for any number of tasks and organizations (src/db/sql/
@@ -106,7 +108,7 @@ describe(`task creates, one statement for many (${backendName})`, () => {
       newTask(other, { skillIds: [skillOfOther] }, 'own skill'),
       newTask(full, {}, 'over the limit'),
     ];
-    const results = await createTasks(db, tasks, LIMITS);
+    const results = await createTasks(db, tasks, LIMITS, CAPS);
 
     assert.deepEqual(results.map(outcome), [
       'created',
@@ -164,7 +166,7 @@ describe(`task creates, one statement for many (${backendName})`, () => {
       newTask(org, { skillIds: [b, c, a], destinations: [dest('z@example.com', null)] }),
       newTask(org, { skillIds: [] }),
     ];
-    const results = await createTasks(db, tasks, LIMITS);
+    const results = await createTasks(db, tasks, LIMITS, CAPS);
     for (const [i, input] of tasks.entries()) {
       const stored = await findTask(db, org, input.row.id);
       assert.ok(stored && results[i]?.ok);
@@ -182,7 +184,7 @@ describe(`task creates, one statement for many (${backendName})`, () => {
     task.row.next_run_at = null;
     task.row.delivery_email = true;
     task.row.delivery_email_address = 'ops@example.com';
-    const [result] = await createTasks(db, [task], LIMITS);
+    const [result] = await createTasks(db, [task], LIMITS, CAPS);
     assert.ok(result?.ok);
     const stored = await findTask(db, org, task.row.id);
     assert.deepEqual(stored?.schedule_days, []);
@@ -201,7 +203,7 @@ describe(`task creates, one statement for many (${backendName})`, () => {
         return db.query(sql, params);
       },
     };
-    const batcher = new TaskCreateBatcher(counting);
+    const batcher = new TaskCreateBatcher(counting, CAPS);
     const org = await newOrganization('free');
     const results = await Promise.all(Array.from({ length: 30 }, () => batcher.create(newTask(org))));
     assert.equal(results.filter((r) => r.ok).length, 5);
@@ -212,7 +214,7 @@ describe(`task creates, one statement for many (${backendName})`, () => {
   });
 
   test('a task the database refuses fails alone: the others of its statement are created', async () => {
-    const batcher = new TaskCreateBatcher(db);
+    const batcher = new TaskCreateBatcher(db, CAPS);
     const org = await newOrganization('paid');
     const refused = newTask(org, {}, 'refused');
     refused.row.schedule = 'yearly' as NewTask['row']['schedule']; // breaks a CHECK constraint
@@ -233,7 +235,7 @@ describe(`task creates, one statement for many (${backendName})`, () => {
         throw Object.assign(new Error('Connection terminated unexpectedly'), { code: '08006' });
       },
     };
-    const batcher = new TaskCreateBatcher(down);
+    const batcher = new TaskCreateBatcher(down, CAPS);
     const org = await newOrganization('paid');
     const creates = Array.from({ length: 5 }, () =>
       batcher.create(newTask(org)).then(outcome, (err: { code?: string }) => `error ${err.code}`),

@@ -6,6 +6,7 @@ import type { Logger } from '../lib/logger.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import type { ModelCatalog } from './models.ts';
+import type { SourceTestSlots } from './org-caps.ts';
 import type { PrincipalCache } from './principal-cache.ts';
 import type { TaskCreateBatcher } from './task-create-batcher.ts';
 
@@ -25,4 +26,6 @@ export interface Deps {
   principals: PrincipalCache;
   /** Task creates, several per statement under load (see TaskCreateBatcher). */
   taskCreates: TaskCreateBatcher;
+  /** Source connection tests running in this process, per organization (config.orgCaps.sourceTests). */
+  sourceTests: SourceTestSlots;
 }

@@ -11,6 +11,7 @@ import { newId } from '../lib/ids.ts';
 import type { Destination, DestinationInput, DestinationPatch } from '../schemas/task.ts';
 import { E164_PATTERN } from '../schemas/task.ts';
 import type { Deps } from './deps.ts';
+import { checkTaskTotals } from './org-caps.ts';
 
 const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 const E164_RE = new RegExp(E164_PATTERN);
@@ -58,7 +59,7 @@ export async function listDestinations(deps: Pick<Deps, 'db'>, organizationId: s
 }
 
 export async function addDestination(
-  deps: Pick<Deps, 'db' | 'clock'>,
+  deps: Pick<Deps, 'db' | 'clock' | 'config'>,
   organizationId: string,
   taskId: string,
   input: DestinationInput,
@@ -70,6 +71,7 @@ export async function addDestination(
     if (task.destinations.length >= MAX_DESTINATIONS) {
       throw errors.conflict(`A task holds at most ${MAX_DESTINATIONS} destinations`);
     }
+    await checkTaskTotals(tx, organizationId, deps.config.orgCaps, { promptBytes: 0, destinations: 1 });
     const row = await insertDestination(
       tx,
       taskId,

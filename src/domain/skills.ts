@@ -12,6 +12,7 @@ import { newId } from '../lib/ids.ts';
 import { insertWithUniqueSlug, slugify } from '../lib/slug.ts';
 import type { Skill, SkillCreateBody, SkillUpdateBody } from '../schemas/skill.ts';
 import type { Deps } from './deps.ts';
+import { assertSkillCaps, lockSkillTotals, utf8Bytes } from './org-caps.ts';
 
 /** The API view of a stored skill: optional fields without a value are left out. */
 export function skillView(row: SkillRow): Skill {
@@ -37,26 +38,31 @@ export function skillView(row: SkillRow): Skill {
 export async function createSkill(deps: Deps, organizationId: string, body: SkillCreateBody): Promise<Skill> {
   const now = deps.clock.now();
   const id = newId();
-  const row = await insertWithUniqueSlug({
-    explicit: body.slug,
-    base: slugify(body.name, 'skill'),
-    taken: (base) => skillSlugsLike(deps.db, organizationId, base),
-    conflict: (slug) => errors.conflict(`A skill with slug '${slug}' already exists in this organization`),
-    insert: (slug) =>
-      insertSkill(deps.db, {
-        id,
-        organization_id: organizationId,
-        slug,
-        name: body.name,
-        content: body.content,
-        category: body.category ?? null,
-        description: body.description ?? null,
-        frontmatter: body.frontmatter ?? null,
-        icon_url: body.iconUrl ?? null,
-        is_public: body.isPublic ?? false,
-        is_user_invocable: body.isUserInvocable ?? true,
-        now,
-      }),
+  // Under the organization's row lock, so that concurrent creates cannot pass the caps.
+  const row = await deps.db.transaction(async (tx) => {
+    const totals = await lockSkillTotals(tx, organizationId);
+    assertSkillCaps(totals, deps.config.orgCaps, { skills: 1, contentBytes: utf8Bytes(body.content) });
+    return insertWithUniqueSlug({
+      explicit: body.slug,
+      base: slugify(body.name, 'skill'),
+      taken: (base) => skillSlugsLike(tx, organizationId, base),
+      conflict: (slug) => errors.conflict(`A skill with slug '${slug}' already exists in this organization`),
+      insert: (slug) =>
+        insertSkill(tx, {
+          id,
+          organization_id: organizationId,
+          slug,
+          name: body.name,
+          content: body.content,
+          category: body.category ?? null,
+          description: body.description ?? null,
+          frontmatter: body.frontmatter ?? null,
+          icon_url: body.iconUrl ?? null,
+          is_public: body.isPublic ?? false,
+          is_user_invocable: body.isUserInvocable ?? true,
+          now,
+        }),
+    });
   });
   return skillView(row);
 }
@@ -78,8 +84,14 @@ export async function updateSkill(
   body: SkillUpdateBody,
 ): Promise<Skill> {
   const row = await deps.db.transaction(async (tx) => {
+    // The organization's row before the skill's, in the order task creates take them.
+    const totals = body.content === undefined ? undefined : await lockSkillTotals(tx, organizationId);
     const current = await findSkill(tx, organizationId, id, { forUpdate: true });
     if (!current) throw errors.notFound('Skill');
+    if (totals && body.content !== undefined) {
+      const contentBytes = utf8Bytes(body.content) - utf8Bytes(current.content);
+      assertSkillCaps(totals, deps.config.orgCaps, { skills: 0, contentBytes });
+    }
     return updateSkillRow(tx, organizationId, id, {
       name: body.name ?? current.name,
       content: body.content ?? current.content,

@@ -15,22 +15,25 @@ import type { Deps } from './deps.ts';
 export async function testSource(deps: Deps, organizationId: string, id: string): Promise<SourceTestResult> {
   const row = await findSource(deps.db, organizationId, id);
   if (!row) throw errors.notFound('Source');
-  const result = await connectStoredSource(deps, row, new AbortController().signal);
-  if (!result.ok) {
-    await recordSourceTest(deps.db, organizationId, id, { ok: false, at: deps.clock.now() });
-    deps.log.info({ sourceId: id, errorType: result.errorType }, 'source test failed');
-    return { success: false, message: result.message };
-  }
-  const tools: Tool[] = result.connection.tools.map((t) => ({
-    name: t.name,
-    ...(t.description !== undefined && { description: t.description }),
-    inputSchema: t.inputSchema,
-  }));
-  await result.connection.close();
-  await recordSourceTest(deps.db, organizationId, id, { ok: true, tools, at: deps.clock.now() });
-  return {
-    success: true,
-    message: `Connected to "${row.name}": ${tools.length} tool${tools.length === 1 ? '' : 's'} available`,
-    tools,
-  };
+  // The slot is held until the server is stopped again, not only while connecting.
+  return deps.sourceTests.run(organizationId, async () => {
+    const result = await connectStoredSource(deps, row, new AbortController().signal);
+    if (!result.ok) {
+      await recordSourceTest(deps.db, organizationId, id, { ok: false, at: deps.clock.now() });
+      deps.log.info({ sourceId: id, errorType: result.errorType }, 'source test failed');
+      return { success: false, message: result.message };
+    }
+    const tools: Tool[] = result.connection.tools.map((t) => ({
+      name: t.name,
+      ...(t.description !== undefined && { description: t.description }),
+      inputSchema: t.inputSchema,
+    }));
+    await result.connection.close();
+    await recordSourceTest(deps.db, organizationId, id, { ok: true, tools, at: deps.clock.now() });
+    return {
+      success: true,
+      message: `Connected to "${row.name}": ${tools.length} tool${tools.length === 1 ? '' : 's'} available`,
+      tools,
+    };
+  });
 }

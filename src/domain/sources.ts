@@ -26,6 +26,7 @@ import {
   type SourceUpdateBody,
 } from '../schemas/source.ts';
 import type { Deps } from './deps.ts';
+import { checkSourceTotals } from './org-caps.ts';
 
 /** The secret values of a source, in clear; only the run engine asks for them. */
 export interface SourceSecrets {
@@ -245,27 +246,31 @@ export async function createSource(
   const id = newId();
   const now = deps.clock.now();
   const secretsSealed = sealSecrets(deps, organizationId, id, { env, credentials });
-  const row = await insertWithUniqueSlug({
-    explicit: body.slug,
-    base: slugify(body.name, 'source'),
-    taken: (base) => sourceSlugsLike(deps.db, organizationId, base),
-    conflict: (slug) => errors.conflict(`A source with slug '${slug}' already exists in this organization`),
-    insert: (slug) =>
-      insertSource(deps.db, {
-        id,
-        organization_id: organizationId,
-        slug,
-        type: body.type,
-        name: body.name,
-        config,
-        auth_type: body.authType ?? null,
-        auth_config: authConfig,
-        secrets_sealed: secretsSealed,
-        description: body.description ?? null,
-        icon_url: body.iconUrl ?? null,
-        is_active: false,
-        now,
-      }),
+  // Under the organization's row lock, so that concurrent creates cannot pass the cap.
+  const row = await deps.db.transaction(async (tx) => {
+    await checkSourceTotals(tx, organizationId, deps.config.orgCaps);
+    return insertWithUniqueSlug({
+      explicit: body.slug,
+      base: slugify(body.name, 'source'),
+      taken: (base) => sourceSlugsLike(tx, organizationId, base),
+      conflict: (slug) => errors.conflict(`A source with slug '${slug}' already exists in this organization`),
+      insert: (slug) =>
+        insertSource(tx, {
+          id,
+          organization_id: organizationId,
+          slug,
+          type: body.type,
+          name: body.name,
+          config,
+          auth_type: body.authType ?? null,
+          auth_config: authConfig,
+          secrets_sealed: secretsSealed,
+          description: body.description ?? null,
+          icon_url: body.iconUrl ?? null,
+          is_active: false,
+          now,
+        }),
+    });
   });
   return sourceView(row);
 }

@@ -1,5 +1,5 @@
 import { type Db, isDatabaseUnavailable } from '../db/db.ts';
-import { type CreatedTask, createTasks, type NewTask } from '../db/sql/task-create.ts';
+import { type CreatedTask, createTasks, type NewTask, type OrgTaskCaps } from '../db/sql/task-create.ts';
 import { PLAN_LIMITS } from './plans.ts';
 
 interface Pending {
@@ -33,12 +33,14 @@ const MAX_BATCH = 64;
  */
 export class TaskCreateBatcher {
   readonly #db: Db;
+  readonly #caps: OrgTaskCaps;
   readonly #maxInFlight: number;
   #queue: Pending[] = [];
   #inFlight = 0;
 
-  constructor(db: Db) {
+  constructor(db: Db, caps: OrgTaskCaps) {
     this.#db = db;
+    this.#caps = caps;
     this.#maxInFlight = Math.max(1, Math.min(MAX_IN_FLIGHT, db.backend.maxConcurrency));
   }
 
@@ -67,6 +69,7 @@ export class TaskCreateBatcher {
         this.#db,
         batch.map((p) => p.task),
         PLAN_TASKS_LIMITS,
+        this.#caps,
       );
     } catch (err) {
       if (batch.length === 1 || isDatabaseUnavailable(err)) {

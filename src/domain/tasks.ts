@@ -30,6 +30,7 @@ import { slotNeedsWake } from '../scheduler/wake.ts';
 import type { Task, TaskCreateBody, TaskUpdateBody } from '../schemas/task.ts';
 import type { Deps } from './deps.ts';
 import { checkDestination } from './destinations.ts';
+import { checkTaskTotals, orgCapReached, utf8Bytes } from './org-caps.ts';
 import { effectiveLimits, type Plan } from './plans.ts';
 import { runView } from './runs.ts';
 
@@ -219,6 +220,8 @@ export async function createTask(deps: Deps, organizationId: string, body: TaskC
       throw foreignIdsError(body, created.foreign);
     case 'tasks_limit':
       throw tasksLimitReached(created);
+    case 'org_cap':
+      throw orgCapReached(created.cap, deps.config.orgCaps);
   }
 }
 
@@ -275,6 +278,13 @@ export async function updateTaskOf(
     };
     checkRules(deps, next, patch.destinations, patch.model !== undefined);
     pinWeekday(next, now);
+    if (patch.prompt !== undefined || patch.destinations !== undefined) {
+      await checkTaskTotals(tx, organizationId, deps.config.orgCaps, {
+        promptBytes: utf8Bytes(next.prompt) - utf8Bytes(current.prompt),
+        destinations:
+          (patch.destinations?.length ?? current.destinations.length) - current.destinations.length,
+      });
+    }
 
     // nextRunAt: only active tasks have one. Resuming, or changing when the task runs,
     // computes it afresh from now (paused time is not caught up).

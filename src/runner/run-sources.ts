@@ -5,6 +5,7 @@ import type { RunSource } from '../db/sql/run-context.ts';
 import { openSourceSecrets } from '../domain/sources.ts';
 import { outboundFetch } from '../lib/outbound.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
+import { startsProcess, withStdioSlot } from './stdio-slots.ts';
 import { Toolbox } from './toolbox.ts';
 import { connectSource } from './tools/connect.ts';
 import type { ConnectErrorType, ConnectResult, ToolConnection } from './tools/types.ts';
@@ -33,24 +34,28 @@ export async function connectStoredSource(
       message: `the stored credentials of source "${source.name}" cannot be decrypted (was SVC_SECRET_KEY changed?); set them again with a PATCH`,
     };
   }
-  return connectSource(
-    {
-      id: source.id,
-      slug: source.slug,
-      name: source.name,
-      type: source.type,
-      config: source.config,
-      authType: source.auth_type,
-      authConfig: source.auth_config,
-      secrets,
-    },
-    {
-      config: deps.config,
-      fetch: outboundFetch(deps.config),
-      timeoutMs: SOURCE_CONNECT_TIMEOUT_MS,
-      signal,
-    },
-  );
+  const connect = () =>
+    connectSource(
+      {
+        id: source.id,
+        slug: source.slug,
+        name: source.name,
+        type: source.type,
+        config: source.config,
+        authType: source.auth_type,
+        authConfig: source.auth_config,
+        secrets,
+      },
+      {
+        config: deps.config,
+        fetch: outboundFetch(deps.config),
+        timeoutMs: SOURCE_CONNECT_TIMEOUT_MS,
+        signal,
+      },
+    );
+  return startsProcess(source)
+    ? withStdioSlot(deps.config, source.organization_id, source.name, connect)
+    : connect();
 }
 
 export type OpenedSources =

@@ -88,6 +88,19 @@ export async function findSkill(
   return skill;
 }
 
+/** The organization's skills and the UTF-8 bytes of their content (lengths from the TOAST headers). */
+export async function skillTotals(
+  db: Queryable,
+  organizationId: string,
+): Promise<{ skills: number; contentBytes: number }> {
+  const [row] = await db.query<{ skills: number; content_bytes: number }>(
+    `SELECT count(*)::int AS skills, coalesce(sum(octet_length(content)), 0)::bigint AS content_bytes
+       FROM skills WHERE organization_id = $1`,
+    [organizationId],
+  );
+  return { skills: row?.skills ?? 0, contentBytes: row?.content_bytes ?? 0 };
+}
+
 export async function listSkills(db: Queryable, organizationId: string): Promise<SkillRow[]> {
   return db.query<SkillRow>(
     'SELECT * FROM skills WHERE organization_id = $1 ORDER BY created_at DESC, id DESC',

@@ -101,6 +101,14 @@ export async function findSource(
   return source;
 }
 
+export async function sourceCount(db: Queryable, organizationId: string): Promise<number> {
+  const [row] = await db.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM sources WHERE organization_id = $1',
+    [organizationId],
+  );
+  return row?.n ?? 0;
+}
+
 export async function listSources(db: Queryable, organizationId: string): Promise<SourceRow[]> {
   return db.query<SourceRow>(
     'SELECT * FROM sources WHERE organization_id = $1 ORDER BY created_at DESC, id DESC',

@@ -20,7 +20,19 @@ export type CreatedTask =
   | { ok: true; task: TaskWithLinks }
   | { ok: false; errorType: 'no_organization' }
   | { ok: false; errorType: 'foreign_ids'; foreign: { field: 'skillIds' | 'sourceIds'; index: number }[] }
-  | { ok: false; errorType: 'tasks_limit'; plan: OrganizationRow['plan']; tasksLimit: number };
+  | { ok: false; errorType: 'tasks_limit'; plan: OrganizationRow['plan']; tasksLimit: number }
+  | { ok: false; errorType: 'org_cap'; cap: OrgTaskCap };
+
+/** The service's caps on one organization's tasks, whatever its plan (config.orgCaps). */
+export interface OrgTaskCaps {
+  /** Tasks of any status. */
+  tasks: number;
+  /** UTF-8 bytes of all the prompts. */
+  taskPromptBytes: number;
+  /** Destinations over all the tasks. */
+  destinations: number;
+}
+export type OrgTaskCap = keyof OrgTaskCaps;
 
 /**
  * Creates active tasks with their skills, sources and destinations, for one organization or
@@ -29,6 +41,12 @@ export type CreatedTask =
  * and source of each task is the organization's, and accepts tasks in input order while its
  * active tasks (`organizations.active_tasks`, kept by triggers) stay within the plan's limit.
  * It then writes what it accepted and, when one of them asks to, wakes the schedulers (NOTIFY).
+ *
+ * The same goes for the service's caps (`caps`): tasks of any status, prompt bytes and
+ * destinations, counted on the organization's row too. Within one statement the caps are
+ * applied to the running totals in input order, so a task refused for its size also holds
+ * back the ones after it in that statement: the caps are never exceeded, at worst a batch
+ * that reaches one refuses slightly early.
  *
  * The row lock serialises creates of one organization, so the limit is exact. The lock lasts
  * the statement and its commit (a WAL flush); creating several tasks in one statement is what
@@ -41,6 +59,7 @@ export async function createTasks(
   db: Queryable,
   tasks: readonly NewTask[],
   tasksLimits: Readonly<Record<string, number>>,
+  caps: OrgTaskCaps,
 ): Promise<CreatedTask[]> {
   const rows = tasks.map((t) => t.row);
   // The attachments, flattened: each one names its task by its 1-based place in the input.
@@ -79,6 +98,11 @@ export async function createTasks(
     destinations.map((d) => d.value),
     destinations.map((d) => d.label),
     JSON.stringify(tasksLimits),
+    JSON.stringify({
+      tasks: caps.tasks,
+      taskPromptBytes: caps.taskPromptBytes,
+      destinations: caps.destinations,
+    }),
   ]);
   return tasks.map((t, i) => resultOf(t, results[i]));
 }
@@ -89,6 +113,7 @@ interface CreateResultRow extends Omit<TaskRow, 'id'> {
   plan: OrganizationRow['plan'] | null;
   tasks_limit: number | null;
   foreign_ids: { field: 'skillIds' | 'sourceIds'; index: number }[] | null;
+  refusal: 'tasks_limit' | OrgTaskCap | null;
   skill_ids: string[];
   source_ids: string[];
   woke: unknown;
@@ -97,9 +122,20 @@ interface CreateResultRow extends Omit<TaskRow, 'id'> {
 function resultOf(input: NewTask, result: CreateResultRow | undefined): CreatedTask {
   if (!result?.plan) return { ok: false, errorType: 'no_organization' };
   if (result.foreign_ids) return { ok: false, errorType: 'foreign_ids', foreign: result.foreign_ids };
-  if (!result.id)
+  if (!result.id) {
+    if (result.refusal && result.refusal !== 'tasks_limit')
+      return { ok: false, errorType: 'org_cap', cap: result.refusal };
     return { ok: false, errorType: 'tasks_limit', plan: result.plan, tasksLimit: result.tasks_limit ?? 0 };
-  const { plan: _plan, tasks_limit: _limit, foreign_ids: _foreign, woke: _woke, id, ...task } = result;
+  }
+  const {
+    plan: _plan,
+    tasks_limit: _limit,
+    foreign_ids: _foreign,
+    refusal: _refusal,
+    woke: _woke,
+    id,
+    ...task
+  } = result;
   return {
     ok: true,
     task: {
@@ -118,7 +154,7 @@ function resultOf(input: NewTask, result: CreateResultRow | undefined): CreatedT
 
 // Built once: the Db seam names prepared statements by their text. Parameters: $1–$19 the
 // tasks, one array element per task; $20 whether each wakes the schedulers; $21–$29 the
-// attachments, flattened; $30 the plans' limits.
+// attachments, flattened; $30 the plans' limits; $31 the service's caps.
 const CREATE_TASKS = `
   WITH input AS MATERIALIZED (
     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
@@ -146,17 +182,34 @@ const CREATE_TASKS = `
   ), orgs AS (
     -- In id order, so that statements locking several organizations cannot deadlock.
     -- NO KEY UPDATE: creates queue here, but inserts referencing the organization do not.
-    SELECT o.id, o.plan, o.active_tasks,
+    SELECT o.id, o.plan, o.active_tasks, o.total_tasks, o.task_prompt_bytes, o.total_destinations,
            coalesce((o.limit_overrides->>'tasksLimit')::int, ($30::jsonb->>o.plan)::int) AS tasks_limit
       FROM organizations o WHERE o.id IN (SELECT organization_id FROM input)
      ORDER BY o.id
        FOR NO KEY UPDATE
+  ), destination_counts AS (
+    SELECT d.item, count(*) AS n FROM unnest($25::int[]) AS d(item) GROUP BY d.item
+  ), ranked AS (
+    -- Running totals per organization, in input order: each candidate with those before it.
+    SELECT r.ord,
+           CASE WHEN o.active_tasks + r.rank > o.tasks_limit THEN 'tasks_limit'
+                WHEN o.total_tasks + r.rank > ($31::jsonb->>'tasks')::int THEN 'tasks'
+                WHEN o.task_prompt_bytes + r.prompt_bytes > ($31::jsonb->>'taskPromptBytes')::bigint
+                  THEN 'taskPromptBytes'
+                WHEN o.total_destinations + r.destinations > ($31::jsonb->>'destinations')::int
+                  THEN 'destinations'
+           END AS refusal
+      FROM (
+        SELECT i.ord, i.organization_id,
+               row_number() OVER w AS rank,
+               sum(octet_length(i.prompt)) OVER w AS prompt_bytes,
+               sum(coalesce(c.n, 0)) OVER w AS destinations
+          FROM input i LEFT JOIN destination_counts c ON c.item = i.ord
+         WHERE NOT EXISTS (SELECT 1 FROM foreign_ids f WHERE f.item = i.ord)
+        WINDOW w AS (PARTITION BY i.organization_id ORDER BY i.ord)
+      ) r JOIN orgs o ON o.id = r.organization_id
   ), accepted AS (
-    SELECT r.* FROM (
-      SELECT i.*, row_number() OVER (PARTITION BY i.organization_id ORDER BY i.ord) AS rank
-        FROM input i WHERE NOT EXISTS (SELECT 1 FROM foreign_ids f WHERE f.item = i.ord)
-    ) r JOIN orgs o ON o.id = r.organization_id
-     WHERE o.active_tasks + r.rank <= o.tasks_limit
+    SELECT i.* FROM input i JOIN ranked r ON r.ord = i.ord WHERE r.refusal IS NULL
   ), task AS (
     INSERT INTO tasks (id, organization_id, created_at, name, prompt, model, schedule, status,
                        cron_expression, schedule_time, schedule_days, timezone, delivery_email,
@@ -182,7 +235,7 @@ const CREATE_TASKS = `
              WITH ORDINALITY AS d(item, id, type, value, label, ord)
       JOIN input i ON i.ord = d.item JOIN task t ON t.id = i.id
   )
-  SELECT t.*, o.plan, o.tasks_limit,
+  SELECT t.*, o.plan, o.tasks_limit, r.refusal,
          (SELECT json_agg(json_build_object('field', f.field, 'index', f.index) ORDER BY f.field, f.index)
             FROM foreign_ids f WHERE f.item = i.ord) AS foreign_ids,
          ARRAY(SELECT s.id::text FROM skills_in s WHERE s.item = i.ord ORDER BY s.position) AS skill_ids,
@@ -190,4 +243,5 @@ const CREATE_TASKS = `
          -- Identical notifications of one transaction are delivered once.
          CASE WHEN t.id IS NOT NULL AND i.wake THEN pg_notify('svc_tasks', '') END AS woke
     FROM input i LEFT JOIN orgs o ON o.id = i.organization_id LEFT JOIN task t ON t.id = i.id
+         LEFT JOIN ranked r ON r.ord = i.ord
    ORDER BY i.ord`;

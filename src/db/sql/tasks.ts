@@ -130,12 +130,21 @@ export async function lockTask(db: Queryable, organizationId: string, id: string
 export async function lockOrganizationRow(
   db: Queryable,
   organizationId: string,
-): Promise<(Pick<OrganizationRow, 'plan' | 'limit_overrides'> & { active_tasks: number }) | undefined> {
-  const [row] = await db.query<Pick<OrganizationRow, 'plan' | 'limit_overrides'> & { active_tasks: number }>(
-    'SELECT plan, limit_overrides, active_tasks FROM organizations WHERE id = $1 FOR NO KEY UPDATE',
+): Promise<OrganizationTotals | undefined> {
+  const [row] = await db.query<OrganizationTotals>(
+    `SELECT plan, limit_overrides, active_tasks, total_tasks, task_prompt_bytes, total_destinations
+       FROM organizations WHERE id = $1 FOR NO KEY UPDATE`,
     [organizationId],
   );
   return row;
+}
+
+/** An organization's plan and the totals its triggers keep (migrations 0008 and 0010). */
+export interface OrganizationTotals extends Pick<OrganizationRow, 'plan' | 'limit_overrides'> {
+  active_tasks: number;
+  total_tasks: number;
+  task_prompt_bytes: number;
+  total_destinations: number;
 }
 
 /** The subset of `ids` that are the organization's own rows of `table`. */
