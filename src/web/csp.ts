@@ -33,7 +33,8 @@ export function inlineStyle(css: string): Html {
 
 /**
  * The header's value. `connect-src 'self'` lets the schedule preview fetch its fragment;
- * `img-src 'self'` keeps the browser's own favicon request working and nothing more.
+ * `img-src 'self'` allows images of this site only (the pages have none today), never another
+ * host's.
  * `form-action` is left open on purpose: the billing forms are answered with a redirect to
  * Stripe, which a browser checks against `form-action` too.
  */
