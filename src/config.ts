@@ -3,6 +3,9 @@
  * validated here, once, at boot, into a typed object that is passed down. Nothing else reads
  * process.env. A bad value fails startup with one line naming the variable.
  */
+import { readFileSync } from 'node:fs';
+import { parseStdioCommands, resolveStdioUser, type StdioUser } from './lib/stdio-config.ts';
+
 export const ROLES = ['api', 'scheduler', 'worker'] as const;
 export type Role = (typeof ROLES)[number];
 
@@ -25,6 +28,10 @@ export interface Config {
   publicUrlSet: boolean;
   allowPrivateUrls: boolean;
   stdioCommands: readonly string[];
+  /** Per command of stdioCommands, the config.env names its servers may be given (SVC_STDIO_COMMANDS). */
+  stdioEnv: ReadonlyMap<string, ReadonlySet<string>>;
+  /** The user stdio servers run as when the service runs as root (SVC_STDIO_USER, default nobody). */
+  stdioUser: StdioUser | undefined;
   /**
    * The directories (the service's PATH) where a stdio source's command is looked up. The
    * spawned server itself never sees the service's PATH or any other variable of it.
@@ -195,7 +202,17 @@ export function parseSecretKey(raw: string, name = 'SVC_SECRET_KEY'): Buffer {
   return key;
 }
 
-export function loadConfig(env: Env): Config {
+/** What the configuration needs to know of the system it runs on (replaceable in tests). */
+export interface ConfigSystem {
+  uid: number | undefined;
+  passwd: () => string;
+}
+const SYSTEM: ConfigSystem = {
+  uid: process.getuid?.(),
+  passwd: () => readFileSync('/etc/passwd', 'utf8'),
+};
+
+export function loadConfig(env: Env, system: ConfigSystem = SYSTEM): Config {
   const port = int(env, 'PORT', 8787, 0, 65535);
   const host = str(env, 'HOST') ?? '127.0.0.1';
   const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
@@ -225,6 +242,16 @@ export function loadConfig(env: Env): Config {
     throw new ConfigError('SVC_LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
   }
 
+  const stdio = parseStdioCommands(str(env, 'SVC_STDIO_COMMANDS') ?? '');
+  if (typeof stdio === 'string') throw new ConfigError('SVC_STDIO_COMMANDS', stdio);
+  const stdioUser = resolveStdioUser(
+    str(env, 'SVC_STDIO_USER'),
+    system.uid,
+    system.passwd,
+    stdio.commands.length > 0,
+  );
+  if (typeof stdioUser === 'string') throw new ConfigError('SVC_STDIO_USER', stdioUser);
+
   const displayHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
   return {
     port,
@@ -239,10 +266,9 @@ export function loadConfig(env: Env): Config {
     publicUrl: url(env, 'SVC_PUBLIC_URL', ['http:', 'https:']) ?? `http://${displayHost}:${port}`,
     publicUrlSet: str(env, 'SVC_PUBLIC_URL') !== undefined,
     allowPrivateUrls: bool(env, 'SVC_ALLOW_PRIVATE_URLS', false),
-    stdioCommands: (str(env, 'SVC_STDIO_COMMANDS') ?? '')
-      .split(',')
-      .map((c) => c.trim())
-      .filter(Boolean),
+    stdioCommands: stdio.commands,
+    stdioEnv: stdio.env,
+    stdioUser,
     stdioSearchPath: env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
     model: {
       baseUrl: url(env, 'SVC_MODEL_BASE_URL', ['http:', 'https:']) ?? DEFAULT_MODEL_BASE_URL,
@@ -292,7 +318,7 @@ export function loadConfig(env: Env): Config {
     orgCaps: {
       tasks: int(env, 'SVC_MAX_TASKS_PER_ORG', 1000, 1, 1_000_000),
       skills: int(env, 'SVC_MAX_SKILLS_PER_ORG', 200, 1, 100_000),
-      sources: int(env, 'SVC_MAX_SOURCES_PER_ORG', 100, 1, 100_000),
+      sources: int(env, 'SVC_MAX_SOURCES_PER_ORG', 50, 1, 100_000),
       destinations: int(env, 'SVC_MAX_DESTINATIONS_PER_ORG', 1000, 1, 1_000_000),
       skillContentBytes: int(env, 'SVC_MAX_SKILL_CONTENT_MB_PER_ORG', 10, 1, 10_000) * MB,
       taskPromptBytes: int(env, 'SVC_MAX_TASK_PROMPT_MB_PER_ORG', 10, 1, 10_000) * MB,
