@@ -77,7 +77,7 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
     svc = await startTestService({
       env: {
         SVC_ROLE: 'api',
-        SVC_STDIO_COMMANDS: 'node',
+        SVC_STDIO_COMMANDS: 'node[TOKEN]',
         STRIPE_SECRET_KEY: 'sk_test_contract',
         STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
         STRIPE_PRICE_ID: 'price_contract',

@@ -39,7 +39,13 @@ function mcpSource(config: SourceConfig, extra: Partial<SourceToConnect> = {}): 
 
 function connectOptions({ allowPrivateUrls = true, stdioCommands = ['node'] } = {}): ConnectOptions {
   // stdioSearchPath is the service's PATH in production; here the directory of this node.
-  const config = { stdioCommands, allowPrivateUrls, stdioSearchPath: dirname(process.execPath) };
+  const config = {
+    stdioCommands,
+    // The config.env names these tests give node servers (SVC_STDIO_COMMANDS node[SOURCE_VAR,API_TOKEN]).
+    stdioEnv: new Map([['node', new Set(['SOURCE_VAR', 'API_TOKEN'])]]),
+    allowPrivateUrls,
+    stdioSearchPath: dirname(process.execPath),
+  };
   return {
     config: config as ConnectOptions['config'],
     fetch: outboundFetch({ allowPrivateUrls }),
@@ -112,9 +118,11 @@ describe('stdio mcp sources', () => {
       try {
         const env = JSON.parse(await callText(conn, 'get-env')) as Record<string, string>;
         assert.equal(env.SOURCE_VAR, 'from-config');
-        for (const name of ['SVC_TEST_CANARY', 'SVC_MODEL_API_KEY', 'HOME', 'USER']) {
+        for (const name of ['SVC_TEST_CANARY', 'SVC_MODEL_API_KEY', 'USER']) {
           assert.equal(env[name], undefined, `${name} leaked into the server`);
         }
+        // HOME is the server's own empty directory, not the service's.
+        assert.match(env.HOME ?? '', /svc-mcp-/);
         // Without a PATH in its config, the server gets the fixed one, not the service's.
         assert.equal(env.PATH, `${dirname(process.execPath)}:/usr/local/bin:/usr/bin:/bin`);
       } finally {

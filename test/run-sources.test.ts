@@ -42,7 +42,7 @@ describe('runs with MCP sources', () => {
     everythingHttp = await startEverythingHttp();
     websocket = await startWebSocketMcpServer({ requiredBearer: 'ws-secret-token' });
     ({ svc, model } = await startWorkerService((prompt, _i, request) => callFromPrompt(prompt, request), {
-      SVC_STDIO_COMMANDS: 'node',
+      SVC_STDIO_COMMANDS: 'node[GREETING]',
       SVC_ALLOW_PRIVATE_URLS: 'true',
       // The service's PATH, where stdio commands are looked up: here, the test's node.
       PATH: dirname(process.execPath),
@@ -104,7 +104,9 @@ describe('runs with MCP sources', () => {
     assert.match(run.output, /hello-from-config-env/);
     assert.ok(!run.output.includes(CANARY), 'the canary of the service environment is not there');
     assert.ok(!run.output.includes('sk-test-model-key'), 'the model key is not there');
-    assert.doesNotMatch(run.output, /"(HOME|USER|SVC_[A-Z_]+|DATABASE_URL)"/);
+    assert.doesNotMatch(run.output, /"(USER|SVC_[A-Z_]+|DATABASE_URL)"/);
+    // HOME is the server's own empty directory, never the service's.
+    assert.match(run.output, /svc-mcp-/);
   });
 
   test('a Streamable HTTP source of the reference server lists its tools and a run adds two numbers', async () => {

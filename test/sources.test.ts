@@ -18,7 +18,10 @@ function assertNoCanary(text: string, where: string) {
 
 describe('sources', () => {
   // The paid plan's 300 requests a minute leave room for every test below.
-  const fx = useTestService({ orgs: ['paid', 'paid'], env: { SVC_STDIO_COMMANDS: 'npx,node' } });
+  const fx = useTestService({
+    orgs: ['paid', 'paid'],
+    env: { SVC_STDIO_COMMANDS: 'npx[API_TOKEN,KEEP,REPLACE,DROP,ADDED,NEVER_SET,A,B,K],node' },
+  });
   const { create, list, get, patch, del } = resourceCalls(fx, 'sources');
 
   const row = async (id: string) => {

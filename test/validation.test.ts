@@ -216,7 +216,7 @@ describe('validation of every request constraint', () => {
   // Some 300 requests from one organization: its rate limit is raised out of the way.
   const fx = useTestService({
     orgs: ['paid'],
-    env: { SVC_STDIO_COMMANDS: 'npx', SVC_ROLE: 'api' },
+    env: { SVC_STDIO_COMMANDS: 'npx[TOKEN,NEVER_SET,constructor]', SVC_ROLE: 'api' },
     rateLimitPerMinute: 100_000,
   });
   const calls = {

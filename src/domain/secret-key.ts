@@ -20,7 +20,8 @@ export function resolveSecretKey(config: Pick<Config, 'secretKey' | 'dataDir'>):
   if (config.dataDir.startsWith('memory://')) return randomBytes(32);
   const path = join(config.dataDir, 'secret.key');
   if (existsSync(path)) return parseSecretKey(readFileSync(path, 'utf8').trim(), path);
-  mkdirSync(config.dataDir, { recursive: true });
+  // Only the service's user may enter it (stdio servers run as another user when it is root).
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const key = randomBytes(32);
   createFileDurably(path, `${key.toString('base64')}\n`, 0o600);
   return key;

@@ -10,7 +10,11 @@ import {
 import { type ErrorDetail, errors } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';
 import { insertWithUniqueSlug, slugify } from '../lib/slug.ts';
-import { isLoaderVariable, LOADER_VARIABLE_MESSAGE } from '../runner/tools/mcp/loader-variables.ts';
+import {
+  isLoaderVariable,
+  LOADER_VARIABLE_MESSAGE,
+  notAllowedMessage,
+} from '../runner/tools/mcp/loader-variables.ts';
 import {
   type AuthConfig,
   type AuthConfigInput,
@@ -78,6 +82,15 @@ function sealSecrets(
   return deps.secretBox.encrypt(JSON.stringify(secrets), secretsAad(organizationId, sourceId));
 }
 
+function maskedUrls(config: SourceConfig): SourceConfig {
+  const masked = { ...config };
+  for (const key of ['url', 'baseUrl', 'openapiUrl'] as const) {
+    const url = withoutUserInfo(masked[key]);
+    if (url !== undefined) masked[key] = url;
+  }
+  return masked;
+}
+
 /** The API view of a stored source. The stored config and authConfig hold masks, never secrets. */
 export function sourceView(row: SourceRow): Source {
   const source: Source = {
@@ -86,7 +99,7 @@ export function sourceView(row: SourceRow): Source {
     name: row.name,
     slug: row.slug,
     type: row.type,
-    config: row.config,
+    config: maskedUrls(row.config),
     isActive: row.is_active,
     tools: row.tools ?? [],
     createdAt: row.created_at.toISOString(),
@@ -119,6 +132,36 @@ function resolveSecret(
   return previous;
 }
 
+/**
+ * A URL's `user:password@` part is a credential: stored in config, it would be shown by every
+ * answer and page. It is refused (never echoed) and belongs in authConfig, which is sealed.
+ */
+const URL_CREDENTIALS =
+  'must not hold a user name or password (user:password@); give them in authConfig (authType basic, or a token), which is kept secret';
+
+function hasUserInfo(url: string): boolean {
+  try {
+    const parsed = new URL(url);
+    return parsed.username !== '' || parsed.password !== '';
+  } catch {
+    // Not a URL at all: a raw `@` before the host still means someone typed a credential.
+    return /^[a-z][a-z0-9+.-]*:[\\/]*[^/?#\\]*@/i.test(url);
+  }
+}
+
+/** A stored URL with its user information blanked (rows saved before such URLs were refused). */
+function withoutUserInfo(url: string | undefined): string | undefined {
+  if (url === undefined || !hasUserInfo(url)) return url;
+  try {
+    const parsed = new URL(url);
+    parsed.username = SECRET_MASK;
+    parsed.password = '';
+    return parsed.toString();
+  } catch {
+    return SECRET_MASK;
+  }
+}
+
 function protocolOf(url: string): string | undefined {
   try {
     return new URL(url).protocol;
@@ -143,6 +186,7 @@ function prepareConfig(
   const urlWith = (key: 'url' | 'baseUrl' | 'openapiUrl', protocols: string[], what: string) => {
     const value = config[key];
     if (value === undefined) details.push({ path: at(key), message: `is required for ${what}` });
+    else if (hasUserInfo(value)) details.push({ path: at(key), message: URL_CREDENTIALS });
     else if (!protocols.includes(protocolOf(value) ?? '')) {
       details.push({
         path: at(key),
@@ -184,9 +228,14 @@ function prepareConfig(
   }
 
   const env: Record<string, string> = {};
-  if (config.transport === 'stdio') {
+  // Only the names the operator allowed for this command (an unknown command was refused above).
+  const allowed = config.command === undefined ? undefined : deps.config.stdioEnv.get(config.command);
+  if (config.transport === 'stdio' && allowed) {
     for (const name of Object.keys(envInput ?? {})) {
       if (isLoaderVariable(name)) details.push({ path: at(`env/${name}`), message: LOADER_VARIABLE_MESSAGE });
+      else if (!allowed.has(name)) {
+        details.push({ path: at(`env/${name}`), message: notAllowedMessage(config.command ?? '', allowed) });
+      }
     }
   }
   for (const [name, value] of Object.entries(envInput ?? {})) {
@@ -241,6 +290,9 @@ export async function createSource(
   const details: ErrorDetail[] = [];
   const { config, env } = prepareConfig(deps, body.type, body.config, {}, details);
   const { authConfig, credentials } = prepareAuthConfig(body.authConfig ?? null, {}, details);
+  if (body.iconUrl !== undefined && hasUserInfo(body.iconUrl)) {
+    details.push({ path: '/body/iconUrl', message: URL_CREDENTIALS });
+  }
   throwIfInvalid(details);
 
   const id = newId();

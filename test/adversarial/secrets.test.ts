@@ -288,7 +288,7 @@ describe('source secrets never leave the place they are for', () => {
     sms = await startSmsServer();
     ({ svc, model } = await startWorkerService(scriptedModel, {
       SVC_LOG_LEVEL: 'trace',
-      SVC_STDIO_COMMANDS: 'node',
+      SVC_STDIO_COMMANDS: 'node[SECRET_TOKEN,CRASH_SECRET,EXTRA,TOKEN]',
       PATH: dirname(process.execPath),
       SVC_ALLOW_PRIVATE_URLS: 'true',
       SVC_SMTP_URL: smtp.url,
@@ -781,7 +781,7 @@ describe('secrets at rest and the secret key, with the service as a process', ()
       SVC_ADMIN_TOKEN: ADMIN_TOKEN,
       SVC_LOG_LEVEL: 'trace',
       SVC_CREATE_DEMO_ORG: 'false',
-      SVC_STDIO_COMMANDS: 'node',
+      SVC_STDIO_COMMANDS: 'node[SECRET_TOKEN]',
       SVC_ALLOW_PRIVATE_URLS: 'true',
       PATH: dirname(process.execPath),
     };

@@ -1,7 +1,7 @@
 // Adversarial: stdio MCP sources. The allowlist holds at creation and again at run time, a
 // command is never run through a shell (metacharacters in arguments arrive as plain strings),
-// the server's environment is exactly its config.env plus a fixed PATH, a PATH in config.env
-// cannot swap the allowed program, and a server that never answers is killed, with whatever it
+// the server's environment is exactly its config.env plus a fixed PATH, HOME and LANG, a PATH
+// in config.env cannot swap the allowed program, and a server that never answers is killed, with whatever it
 // started, when the connect time limit passes.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -31,6 +31,9 @@ const NODE_DIR = dirname(process.execPath);
 const FIXED_PATH = `${NODE_DIR}:/usr/local/bin:/usr/bin:/bin`;
 
 const scratch = mkdtempSync(join(tmpdir(), 'svc-adv-stdio-'));
+// Writable by anyone: servers of a root service run as another user, who must be able to leave
+// the marker here if a shell ever ran, or the checks for it would prove nothing.
+chmodSync(scratch, 0o777);
 /** A file that any shell interpretation of the test's strings would create. */
 const marker = join(scratch, 'pwned');
 
@@ -102,7 +105,7 @@ describe('stdio sources under attack', () => {
     // Set on the service's own process: no stdio server may see it.
     process.env.SVC_STDIO_SERVICE_CANARY = SERVICE_CANARY;
     ({ svc, model } = await startWorkerService((prompt, _i, request) => script(prompt, request), {
-      SVC_STDIO_COMMANDS: 'node',
+      SVC_STDIO_COMMANDS: 'node[GREETING,A_SECRET,B_SECRET,PATH]',
       PATH: NODE_DIR,
     }));
     org = await svc.createOrg('paid');
@@ -258,7 +261,7 @@ describe('stdio sources under attack', () => {
     assert.equal(existsSync(marker), false, 'no shell ever saw the arguments');
   });
 
-  test("each server's environment is exactly its own config.env and a fixed PATH", async () => {
+  test("each server's environment is exactly its own config.env and a fixed PATH, HOME and LANG", async () => {
     const a = await create(svc, org, 'sources', {
       type: 'mcp',
       name: 'Env A',
@@ -288,8 +291,18 @@ describe('stdio sources under attack', () => {
     const [envA, envB] = (JSON.parse(result.output) as string[]).map((text) => JSON.parse(text));
     // Not the service's variables (its canary, HOME, its PATH, anything), not the source's
     // credentials, not the other source's env.
-    assert.deepEqual(envA, { A_SECRET: 'a-env-secret-value', PATH: FIXED_PATH });
-    assert.deepEqual(envB, { B_SECRET: 'b-env-secret-value', PATH: FIXED_PATH });
+    const fixed = { PATH: FIXED_PATH, LANG: 'C.UTF-8' };
+    assert.deepEqual(
+      { ...envA, HOME: undefined },
+      { A_SECRET: 'a-env-secret-value', ...fixed, HOME: undefined },
+    );
+    assert.deepEqual(
+      { ...envB, HOME: undefined },
+      { B_SECRET: 'b-env-secret-value', ...fixed, HOME: undefined },
+    );
+    // HOME is each server's own empty directory.
+    assert.match(envA.HOME, /svc-mcp-/);
+    assert.notEqual(envA.HOME, envB.HOME);
     assert.ok(!result.output.includes(SERVICE_CANARY));
   });
 

@@ -61,7 +61,9 @@ export interface SourceToConnect {
 }
 
 export interface ConnectOptions {
-  config: Pick<Config, 'stdioCommands' | 'stdioSearchPath' | 'allowPrivateUrls'>;
+  /** stdioEnv and stdioUser left out mean: no config.env variable allowed, the service's own user. */
+  config: Pick<Config, 'stdioCommands' | 'stdioSearchPath' | 'allowPrivateUrls'> &
+    Partial<Pick<Config, 'stdioEnv' | 'stdioUser'>>;
   /** A fetch that applies the SSRF guard (outboundFetch of the policy). */
   fetch: FetchLike;
   /** Connecting gives up after this long. */

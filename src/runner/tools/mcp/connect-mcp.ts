@@ -6,8 +6,10 @@ import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { FetchLike } from '../../../lib/outbound.ts';
+import { capResponse, formatBytes, type ResponseTooLargeError } from '../../capped-response.ts';
 import { applySourceAuth, withAuthQuery } from '../auth.ts';
 import { redact, redactExcerpt, secretValues } from '../redact.ts';
+import { MAX_MCP_MESSAGE_BYTES, MAX_TOOLS_PER_SOURCE } from '../tool-bounds.ts';
 import {
   type ConnectErrorType,
   type ConnectOptions,
@@ -19,14 +21,12 @@ import {
   type ToolDefinition,
 } from '../types.ts';
 import { classify, errorText, httpStatus } from './classify-error.ts';
-import { isLoaderVariable, LOADER_VARIABLE_MESSAGE } from './loader-variables.ts';
+import { isLoaderVariable, LOADER_VARIABLE_MESSAGE, notAllowedMessage } from './loader-variables.ts';
 import { resultText } from './result-text.ts';
 import { DEFAULT_SEARCH_PATH, StdioMcpTransport, StdioServerError } from './stdio-transport.ts';
 import { WebSocketMcpTransport } from './websocket-transport.ts';
 
 const CLIENT_INFO = { name: 'svc', version: '0.1.0' };
-/** More tools than this from one source are dropped (a model cannot use hundreds anyway). */
-export const MAX_TOOLS_PER_SOURCE = 256;
 const MAX_TOOL_PAGES = 64;
 /** A call without progress for this long fails; with progress notifications it may run to the total limit. */
 const CALL_TIMEOUT_MS = 120_000;
@@ -90,14 +90,20 @@ async function connectStdio(
       `command "${command}" is not one of the commands this service lets stdio sources run (SVC_STDIO_COMMANDS)`,
     );
   }
-  // Checked at each start too: a source stored before this rule existed is refused as well.
-  const loader = Object.keys(source.secrets.env).find(isLoaderVariable);
+  // Checked at each start too: a source stored before these rules (or before the operator
+  // narrowed the command's allow-list) is refused as well.
+  const names = Object.keys(source.secrets.env);
+  const loader = names.find(isLoaderVariable);
   if (loader) return fail('refused', `config.env ${loader} ${LOADER_VARIABLE_MESSAGE}`);
+  const allowed = options.config.stdioEnv?.get(command);
+  const stranger = names.find((name) => !allowed?.has(name));
+  if (stranger !== undefined) return fail('refused', `config.env ${stranger} ${notAllowedMessage(command, allowed)}`);
   const transport = new StdioMcpTransport({
     command,
     args: source.config.args ?? [],
     env: source.secrets.env,
     searchPath: options.config.stdioSearchPath || DEFAULT_SEARCH_PATH,
+    user: options.config.stdioUser,
   });
   const exited = () => {
     const status = transport.unaskedExit;
@@ -130,19 +136,35 @@ async function connectHttp(
   fail: (t: ConnectErrorType, d: string) => Failure,
   redact: (text: string) => string,
 ): Promise<ConnectResult> {
+  // A message past the bound closes the transport: the SDK would otherwise wait out the
+  // request's time-out for an answer that an event stream's error never delivers.
+  let tooLarge: ResponseTooLargeError | undefined;
+  let active: Transport | undefined;
+  const overLimit = () =>
+    tooLarge && `the server sent a message larger than ${formatBytes(MAX_MCP_MESSAGE_BYTES)}`;
   // Query auth is added to each request of the source's origin (so the POST endpoint an SSE
   // server names gets it too), and it never shows in the SDK's error messages.
-  const fetch: FetchLike = (input, init) => {
+  const fetch: FetchLike = async (input, init) => {
     const target = new URL(input);
-    return options.fetch(target.origin === url.origin ? withAuthQuery(target, auth.query) : target, init);
+    const response = await options.fetch(
+      target.origin === url.origin ? withAuthQuery(target, auth.query) : target,
+      init,
+    );
+    return capResponse(response, MAX_MCP_MESSAGE_BYTES, (err) => {
+      tooLarge = err;
+      void active?.close();
+    });
   };
   const init = { fetch, requestInit: { headers: auth.headers } };
   const streamable = new StreamableHTTPClientTransport(url, init);
+  active = streamable;
   let firstError: unknown;
   try {
     const opened = await openClient(streamable, options);
-    return connected(opened, redact, undefined, () => streamable.terminateSession());
+    return connected(opened, redact, overLimit, () => streamable.terminateSession());
   } catch (err) {
+    const limit = overLimit();
+    if (limit) return fail('protocol_error', limit);
     firstError = err;
   }
   const status = httpStatus(firstError);
@@ -151,8 +173,12 @@ async function connectHttp(
   // The spec's backwards compatibility: a 4xx to the initialize POST may be a server of the
   // older HTTP+SSE transport, which opens with a GET of an event stream at the same URL.
   try {
-    return connected(await openClient(new SSEClientTransport(url, init), options), redact);
+    const sse = new SSEClientTransport(url, init);
+    active = sse;
+    return connected(await openClient(sse, options), redact, overLimit);
   } catch (err) {
+    const limit = overLimit();
+    if (limit) return fail('protocol_error', limit);
     const sseStatus = httpStatus(err);
     if (sseStatus === 401 || sseStatus === 403 || options.signal.aborted)
       return fail(...classify(err, options.signal));
@@ -176,10 +202,11 @@ async function openClient(transport: Transport, options: ConnectOptions): Promis
     const names = new Set<string>();
     const cursors = new Set<string>();
     let cursor: string | undefined;
-    for (let page = 0; page < MAX_TOOL_PAGES && tools.length < MAX_TOOLS_PER_SOURCE; page++) {
+    // One tool past the bound is kept: connectSource then fails the source, naming the bound.
+    for (let page = 0; page < MAX_TOOL_PAGES && tools.length <= MAX_TOOLS_PER_SOURCE; page++) {
       const result = await client.listTools(cursor === undefined ? undefined : { cursor }, requestOptions);
       for (const tool of result.tools) {
-        if (tools.length >= MAX_TOOLS_PER_SOURCE || names.has(tool.name)) continue;
+        if (tools.length > MAX_TOOLS_PER_SOURCE || names.has(tool.name)) continue;
         names.add(tool.name);
         tools.push({
           name: tool.name,

@@ -45,3 +45,11 @@ export function isLoaderVariable(name: string): boolean {
 
 export const LOADER_VARIABLE_MESSAGE =
   'cannot be set for a stdio server: it makes programs load other code (dynamic linker or runtime preload)';
+
+/** Why a config.env name is refused for a command: the operator did not allow it (SVC_STDIO_COMMANDS). */
+export function notAllowedMessage(command: string, allowed: ReadonlySet<string> | undefined): string {
+  const list = [...(allowed ?? [])];
+  return `is not a variable this service lets "${command}" servers have (SVC_STDIO_COMMANDS ${
+    list.length ? `allows ${list.join(', ')}` : 'allows none for it'
+  })`;
+}

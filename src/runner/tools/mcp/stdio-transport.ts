@@ -1,10 +1,11 @@
 // Our own MCP client transport over a child process's stdin/stdout. The SDK's
 // StdioClientTransport merges a default environment (HOME, PATH, USER…) of the service into
-// the child; a stdio source must see nothing of the service but what its own config.env
-// holds, so the process is spawned here with exactly that environment.
+// the child; a stdio source must see nothing of the service, so the process is spawned here
+// with a small fixed environment plus the config.env the caller allowed, and, when the
+// service runs as root, as an unprivileged user.
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { constants, rmSync } from 'node:fs';
-import { access, mkdtemp, rm, stat } from 'node:fs/promises';
+import { access, chown, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, isAbsolute, join } from 'node:path';
 import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
@@ -14,9 +15,8 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 /** Where commands are looked up when the caller gives no search path. */
 export const DEFAULT_SEARCH_PATH = '/usr/local/bin:/usr/bin:/bin';
 /**
- * The PATH a server gets when its config.env sets none: the directory of its own command
- * (so `#!/usr/bin/env node` finds the node next to it) and the system directories. It is
- * deliberately not the service's PATH.
+ * The PATH a server gets: the directory of its own command (so `#!/usr/bin/env node` finds
+ * the node next to it) and the system directories. It is deliberately not the service's PATH.
  */
 const FIXED_PATH_TAIL = '/usr/local/bin:/usr/bin:/bin';
 const KILL_GRACE_MS = 2000;
@@ -26,8 +26,14 @@ export interface StdioTransportOptions {
   /** As stored in config.command: a bare name looked up on `searchPath`, or an absolute path. */
   command: string;
   args?: readonly string[];
-  /** The only environment the server gets (the opened secrets.env of the source). */
+  /**
+   * The source's variables (its opened config.env, already checked against the command's
+   * allow-list). They are added to the fixed PATH, HOME (the server's own empty directory)
+   * and LANG, and may replace them when the operator allowed those names.
+   */
   env: Readonly<Record<string, string>>;
+  /** Start the server as this user (the service runs as root); undefined keeps the service's user. */
+  user?: { uid: number; gid: number } | undefined;
   /** The service's PATH, where a bare command name is looked up. */
   searchPath?: string;
   /** One message line larger than this (no newline yet) kills the server. */
@@ -156,10 +162,17 @@ export class StdioMcpTransport implements Transport {
           : `command "${command}" was not found in the service's PATH (${searchPath})`,
       );
     }
-    const childEnv: Record<string, string> = { ...env };
-    if (!Object.hasOwn(childEnv, 'PATH')) childEnv.PATH = `${dirname(resolved)}:${FIXED_PATH_TAIL}`;
+    const { user } = this.#options;
     this.#dir = await mkdtemp(join(tmpdir(), 'svc-mcp-'));
     liveDirs.add(this.#dir);
+    // The server's working directory and HOME: its own, so it can write there as the user it runs as.
+    if (user) await chown(this.#dir, user.uid, user.gid);
+    const childEnv: Record<string, string> = {
+      PATH: `${dirname(resolved)}:${FIXED_PATH_TAIL}`,
+      HOME: this.#dir,
+      LANG: 'C.UTF-8',
+      ...env,
+    };
     if (this.#closing) {
       await this.#removeDir();
       throw new Error('the stdio transport was closed while starting');
@@ -173,6 +186,8 @@ export class StdioMcpTransport implements Transport {
       detached: true,
       stdio: ['pipe', 'pipe', 'pipe'],
       windowsHide: true,
+      // libuv drops the supplementary groups too when it changes the user.
+      ...(user && { uid: user.uid, gid: user.gid }),
     });
     try {
       await new Promise<void>((resolve, reject) => {
