@@ -318,7 +318,7 @@ export function loadConfig(env: Env, system: ConfigSystem = SYSTEM): Config {
     orgCaps: {
       tasks: int(env, 'SVC_MAX_TASKS_PER_ORG', 1000, 1, 1_000_000),
       skills: int(env, 'SVC_MAX_SKILLS_PER_ORG', 200, 1, 100_000),
-      sources: int(env, 'SVC_MAX_SOURCES_PER_ORG', 100, 1, 100_000),
+      sources: int(env, 'SVC_MAX_SOURCES_PER_ORG', 50, 1, 100_000),
       destinations: int(env, 'SVC_MAX_DESTINATIONS_PER_ORG', 1000, 1, 1_000_000),
       skillContentBytes: int(env, 'SVC_MAX_SKILL_CONTENT_MB_PER_ORG', 10, 1, 10_000) * MB,
       taskPromptBytes: int(env, 'SVC_MAX_TASK_PROMPT_MB_PER_ORG', 10, 1, 10_000) * MB,
