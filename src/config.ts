@@ -44,6 +44,10 @@ export interface Config {
     requestTimeoutMs: number;
     /** Model calls of one run (a tool loop's steps); a model still calling tools after them fails the run. */
     maxSteps: number;
+    /** `max_tokens` of each model request; 0 sends none (for providers that refuse the parameter). */
+    maxOutputTokens: number;
+    /** Characters of one model answer (text and tool calls); a stream past them is stopped. */
+    maxOutputChars: number;
   };
   smtp: { url: string | undefined; from: string | undefined };
   sms: {
@@ -275,6 +279,8 @@ export function loadConfig(env: Env, system: ConfigSystem = SYSTEM): Config {
       apiKey: str(env, 'SVC_MODEL_API_KEY'),
       requestTimeoutMs: int(env, 'SVC_MODEL_TIMEOUT_SECONDS', 120, 1, 3600) * 1000,
       maxSteps: int(env, 'SVC_MAX_TOOL_STEPS', 10, 1, 100),
+      maxOutputTokens: int(env, 'SVC_MAX_OUTPUT_TOKENS', 16_384, 0, 1_000_000),
+      maxOutputChars: int(env, 'SVC_MAX_OUTPUT_CHARS', 200_000, 1_000, 10_000_000),
     },
     smtp: { url: url(env, 'SVC_SMTP_URL', ['smtp:', 'smtps:']), from: str(env, 'SVC_EMAIL_FROM') },
     sms: {

@@ -30,6 +30,7 @@ export interface RunJob {
  * - source_error: an attached source could not be connected (unreachable, auth refused, ...);
  * - provider_error: the model provider refused or failed after retries;
  * - step_limit: the model was still calling tools when the run's step limit was reached;
+ * - output_limit: an answer calling tools passed the limit of an answer and was stopped;
  * - timeout: the run exceeded its time limit;
  * - plan_limit: the organization's plan allows no more runs this billing period.
  */
@@ -39,6 +40,7 @@ export type RunErrorType =
   | 'source_error'
   | 'provider_error'
   | 'step_limit'
+  | 'output_limit'
   | 'timeout'
   | 'plan_limit';
 

@@ -4,7 +4,9 @@
 //
 // Answers are streamed: the request timeout then bounds the wait for the answer to start, not
 // its length, so a long answer is never cut off and retried while a provider that accepts the
-// connection but never answers is retried after SVC_MODEL_TIMEOUT_SECONDS.
+// connection but never answers is retried after SVC_MODEL_TIMEOUT_SECONDS. What bounds the
+// length is max_tokens (SVC_MAX_OUTPUT_TOKENS), and, for a provider that ignores it, the
+// answer's characters (SVC_MAX_OUTPUT_CHARS): past them the stream is stopped, never retried.
 import OpenAI from 'openai';
 import type {
   ChatCompletionMessage,
@@ -12,11 +14,15 @@ import type {
   ChatCompletionTool,
 } from 'openai/resources/chat/completions';
 import type { Config } from '../config.ts';
+import { capResponse, formatBytes, tooLargeIn } from './capped-response.ts';
+import { AnswerBuilder, type AnswerLimit, modelEventBytes, type WireUsage } from './model-answer.ts';
 
 /** Retries of one model request after the first attempt (429, 5xx, timeouts, lost connections). */
 export const MODEL_MAX_RETRIES = 4;
 /** Provider error text kept in a run's `error` (provider messages can be long). */
 const MAX_PROVIDER_MESSAGE = 500;
+/** Characters per token when a stopped answer's usage must be estimated (no usage chunk came). */
+export const ESTIMATED_CHARS_PER_TOKEN = 4;
 
 /** Usage of one step; `cost` is the provider-reported charge in US dollars (OpenRouter and others). */
 export interface StepUsage {
@@ -27,7 +33,15 @@ export interface StepUsage {
 }
 
 export type ModelStep =
-  | { ok: true; message: ChatCompletionMessage; usage: StepUsage }
+  | {
+      ok: true;
+      message: ChatCompletionMessage;
+      usage: StepUsage;
+      /** The provider's id of the answer, when it gave one. */
+      providerCallId: string | null;
+      /** Set when the answer is incomplete: stopped at a limit (usage estimated), or ended by max_tokens. */
+      limit?: AnswerLimit;
+    }
   | { ok: false; errorType: 'provider_error' | 'timeout'; message: string };
 
 export interface ModelClient {
@@ -35,13 +49,6 @@ export interface ModelClient {
     request: { model: string; messages: ChatCompletionMessageParam[]; tools: ChatCompletionTool[] },
     signal: AbortSignal,
   ): Promise<ModelStep>;
-}
-
-interface WireUsage {
-  prompt_tokens?: number;
-  completion_tokens?: number;
-  total_tokens?: number;
-  cost?: number;
 }
 
 function usageOf(wire: WireUsage | undefined): StepUsage {
@@ -53,6 +60,24 @@ function usageOf(wire: WireUsage | undefined): StepUsage {
     totalTokens: wire?.total_tokens ?? promptTokens + completionTokens,
     costUsd: typeof wire?.cost === 'number' && Number.isFinite(wire.cost) ? wire.cost : undefined,
   };
+}
+
+/**
+ * The usage of an answer stopped before its usage chunk: the provider charges for what it
+ * generated until the connection closed, so the tokens are estimated from the characters sent
+ * and received (priced later like any step without a provider cost). A usage chunk that did
+ * arrive wins.
+ */
+function estimatedUsage(
+  answer: AnswerBuilder,
+  messages: ChatCompletionMessageParam[],
+  tools: ChatCompletionTool[],
+): StepUsage {
+  if (answer.usage) return usageOf(answer.usage);
+  const sent = JSON.stringify(messages).length + (tools.length > 0 ? JSON.stringify(tools).length : 0);
+  const promptTokens = Math.ceil(sent / ESTIMATED_CHARS_PER_TOKEN);
+  const completionTokens = Math.ceil(answer.receivedChars / ESTIMATED_CHARS_PER_TOKEN);
+  return { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens, costUsd: undefined };
 }
 
 /** Settles with the promise, or rejects as soon as the signal aborts (the SDK's retry sleeps do not). */
@@ -76,37 +101,57 @@ export function createModelClient(config: Config['model']): ModelClient | undefi
     baseURL: config.baseUrl,
     maxRetries: MODEL_MAX_RETRIES,
     timeout: config.requestTimeoutMs,
+    // Every answer is read through the byte bound, so no single line of it can grow unbounded.
+    fetch: async (url, init) => capResponse(await fetch(url, init), modelEventBytes(config.maxOutputChars)),
   });
 
   return {
     async step({ model, messages, tools }, signal) {
-      let usage: WireUsage | undefined;
+      const answer = new AnswerBuilder(config.maxOutputChars);
+      let streaming = false;
       try {
-        const stream = client.chat.completions.stream(
-          {
-            model,
-            messages,
-            ...(tools.length > 0 && { tools }),
-            stream_options: { include_usage: true },
-          },
-          { signal },
+        const stream = await untilAborted(
+          client.chat.completions.create(
+            {
+              model,
+              messages,
+              ...(tools.length > 0 && { tools }),
+              ...(config.maxOutputTokens > 0 && { max_tokens: config.maxOutputTokens }),
+              stream: true,
+              stream_options: { include_usage: true },
+            },
+            { signal },
+          ),
+          signal,
         );
-        // The accumulated completion carries no usage: it arrives in the last chunk.
-        stream.on('chunk', (chunk) => {
-          if (chunk.usage) usage = chunk.usage as WireUsage;
-        });
-        const completion = await untilAborted(stream.finalChatCompletion(), signal);
-        const message = completion.choices[0]?.message;
-        if (!message) {
+        streaming = true;
+        // Leaving the loop early aborts the request: the provider stops generating.
+        for await (const chunk of stream) if (!answer.add(chunk)) break;
+        // The SDK ends the iteration quietly when the request is aborted.
+        signal.throwIfAborted();
+        const { message, limit } = answer.result();
+        const providerCallId = answer.id;
+        if (limit === 'chars' || limit === 'tool_calls') {
+          return { ok: true, message, usage: estimatedUsage(answer, messages, tools), providerCallId, limit };
+        }
+        return { ok: true, message, usage: usageOf(answer.usage), providerCallId, ...(limit && { limit }) };
+      } catch (err) {
+        if (signal.aborted) throw err;
+        // An event past the byte bound: the answer is stopped, its usage estimated. Before the
+        // stream started it was an error body: no answer at all.
+        const tooLarge = tooLargeIn(err);
+        if (tooLarge && streaming) {
+          const { message } = answer.result();
+          const usage = estimatedUsage(answer, messages, tools);
+          return { ok: true, message, usage, providerCallId: answer.id, limit: 'bytes' };
+        }
+        if (tooLarge) {
           return {
             ok: false,
             errorType: 'provider_error',
-            message: 'The model provider answered with no choice',
+            message: `The model provider answered with more than ${formatBytes(tooLarge.maxBytes)}`,
           };
         }
-        return { ok: true, message, usage: usageOf(usage) };
-      } catch (err) {
-        if (signal.aborted) throw err;
         if (err instanceof OpenAI.APIConnectionTimeoutError) {
           return {
             ok: false,
@@ -130,7 +175,8 @@ export function createModelClient(config: Config['model']): ModelClient | undefi
             message: `The model provider refused the request${status}: ${text}`,
           };
         }
-        if (err instanceof OpenAI.OpenAIError) {
+        // SyntaxError: a streamed event that is not JSON.
+        if (err instanceof OpenAI.OpenAIError || err instanceof SyntaxError) {
           return {
             ok: false,
             errorType: 'provider_error',

@@ -9,6 +9,7 @@ import type { Config } from '../config.ts';
 import { catalogCostCents, type ModelCatalog } from '../domain/models.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import type { RunErrorType, RunExecutor, RunJob, RunResult } from './executor.ts';
+import { type AnswerLimits, markedOutput, modelEventBytes, stoppedMessage } from './model-answer.ts';
 import { createModelClient, type ModelClient, type StepUsage } from './model-client.ts';
 import { assembleMessages, missingRequiredSources } from './prompt.ts';
 import { openRunSources } from './run-sources.ts';
@@ -97,6 +98,10 @@ export function modelExecutor(deps: ExecutorDeps): RunExecutor {
               ? usage.costUsd * 100
               : catalogCostCents(model, usage.promptTokens, usage.completionTokens),
           maxSteps: deps.config.model.maxSteps,
+          outputLimits: {
+            ...deps.config.model,
+            maxEventBytes: modelEventBytes(deps.config.model.maxOutputChars),
+          },
           record: job.recordUsage,
           messages,
           toolbox: opened?.toolbox ?? new Toolbox(),
@@ -114,6 +119,7 @@ interface LoopInput {
   /** Cents of one step: a provider-reported cost wins over the catalog's prices. */
   cost(usage: StepUsage): number;
   maxSteps: number;
+  outputLimits: AnswerLimits;
   /** Writes one call's usage to the ledger; awaited before the answer is acted on. */
   record: RunJob['recordUsage'];
   messages: ChatCompletionMessageParam[];
@@ -138,7 +144,12 @@ async function toolLoop(client: ModelClient, input: LoopInput): Promise<RunResul
       const calls = (answer.message.tool_calls ?? []).filter(
         (c): c is Extract<ChatCompletionMessageToolCall, { type: 'function' }> => c.type === 'function',
       );
-      if (calls.length === 0) return { ok: true, output: answer.message.content ?? '', ...totals };
+      const stopped = stoppedMessage(answer.limit, calls.length > 0, input.outputLimits);
+      if (stopped) return failure('output_limit', stopped, totals);
+      if (calls.length === 0) {
+        const output = markedOutput(answer.message.content ?? '', answer.limit, input.outputLimits);
+        return { ok: true, output, ...totals };
+      }
 
       messages.push({ role: 'assistant', content: answer.message.content ?? null, tool_calls: calls });
       // The calls of one step are independent (the model asked for them together): run them at once.

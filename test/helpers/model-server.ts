@@ -16,6 +16,7 @@ export interface ModelRequest {
     model: string;
     messages: SentMessage[];
     stream?: boolean;
+    max_tokens?: number;
     tools?: { type: string; function: { name: string; description?: string; parameters?: unknown } }[];
   };
 }
@@ -33,11 +34,22 @@ export interface ModelReply {
   delayMs?: number;
   /** Accept the request and never answer. */
   hang?: boolean;
+  /** The stream's finish_reason (default: stop, or tool_calls with tool calls). */
+  finishReason?: string;
+  /**
+   * Streamed requests: answer with this text as content chunks, again and again, until the
+   * client goes away (no finish, no usage), as a provider ignoring max_tokens would.
+   */
+  endless?: string;
+  /** Streamed requests: open one event and never end its line, until the client goes away. */
+  endlessLine?: boolean;
 }
 
 export interface ModelServer {
   url: string;
   requests: ModelRequest[];
+  /** Bytes written by endless answers, and how many of them the client stopped. */
+  endless: { bytes: number; stopped: number };
   close(): Promise<void>;
 }
 
@@ -96,9 +108,33 @@ function writeStream(
     );
     res.write(chunk({ tool_calls: [{ index, function: { arguments: args.slice(half) } }] }, null));
   });
-  res.write(chunk({}, r.toolCalls?.length ? 'tool_calls' : 'stop'));
+  res.write(chunk({}, r.finishReason ?? (r.toolCalls?.length ? 'tool_calls' : 'stop')));
   res.write(chunk({}, null, r.usage ?? { prompt_tokens: 100, completion_tokens: 50, total_tokens: 150 }));
   res.end('data: [DONE]\n\n');
+}
+
+/**
+ * Writes `piece` over and over until the client closes the connection, at most about 16 MB a
+ * second, so that a client that does not stop holds a growing but survivable amount.
+ */
+async function writeUntilClosed(
+  res: ServerResponse,
+  piece: string,
+  counter: { bytes: number; stopped: number },
+): Promise<void> {
+  const closed = new Promise<void>((resolve) => res.once('close', resolve));
+  let open = true;
+  void closed.then(() => {
+    open = false;
+  });
+  while (open) {
+    for (let sent = 0; open && sent < 256 * 1024; sent += piece.length) {
+      counter.bytes += piece.length;
+      if (!res.write(piece)) await Promise.race([new Promise((r) => res.once('drain', r)), closed]);
+    }
+    await new Promise((r) => setTimeout(r, 16));
+  }
+  counter.stopped++;
 }
 
 /**
@@ -110,6 +146,7 @@ export async function startModelServer(
   reply: (req: ModelRequest, index: number) => ModelReply = () => ({}),
 ): Promise<ModelServer> {
   const requests: ModelRequest[] = [];
+  const endless = { bytes: 0, stopped: 0 };
   const server = createServer(async (req, res) => {
     const raw = await readBody(req);
     if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
@@ -131,6 +168,15 @@ export async function startModelServer(
     }
     const id = `chatcmpl-${index}`;
     const content = r.content ?? (r.toolCalls?.length ? null : `Answer to: ${lastUserText(request)}`);
+    if (request.body.stream && (r.endless !== undefined || r.endlessLine)) {
+      res.writeHead(200, { 'content-type': 'text/event-stream', ...r.headers });
+      const piece = r.endless
+        ? `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 0, model: request.body.model, choices: [{ index: 0, delta: { content: r.endless }, finish_reason: null }] })}\n\n`
+        : 'x'.repeat(64 * 1024);
+      if (r.endlessLine) res.write(`data: {"id":"${id}","choices":[{"index":0,"delta":{"content":"`);
+      await writeUntilClosed(res, piece, endless);
+      return;
+    }
     if (request.body.stream) {
       res.writeHead(200, { 'content-type': 'text/event-stream', ...r.headers });
       writeStream(res, id, request.body.model, r, content);
@@ -172,6 +218,7 @@ export async function startModelServer(
   return {
     url: `http://127.0.0.1:${port}/v1`,
     requests,
+    endless,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

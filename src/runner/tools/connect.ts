@@ -2,6 +2,7 @@
 import { connectApiSource } from './api-source.ts';
 import { connectLocalSource } from './local-tools.ts';
 import { connectMcpSource } from './mcp/connect-mcp.ts';
+import { toolBoundsProblem } from './tool-bounds.ts';
 import type { ConnectOptions, ConnectResult, SourceToConnect } from './types.ts';
 
 function connectByType(source: SourceToConnect, options: ConnectOptions): Promise<ConnectResult> {
@@ -13,6 +14,15 @@ function connectByType(source: SourceToConnect, options: ConnectOptions): Promis
     case 'local':
       return connectLocalSource(source, options);
   }
+}
+
+/** A connection whose tools break a bound is closed and becomes a failure naming the bound. */
+async function withinBounds(source: SourceToConnect, result: ConnectResult): Promise<ConnectResult> {
+  if (!result.ok) return result;
+  const problem = toolBoundsProblem(result.connection.tools);
+  if (problem === undefined) return result;
+  await result.connection.close();
+  return { ok: false, errorType: 'protocol_error', message: `source "${source.name}": ${problem}` };
 }
 
 /**
@@ -40,13 +50,15 @@ export async function connectSource(
       });
     }, options.timeoutMs);
   });
-  const pending = connectByType(source, { ...options, signal: attempt.signal }).catch(
-    (err: unknown): ConnectResult => ({
-      ok: false,
-      errorType: 'unreachable',
-      message: `source "${source.name}" could not connect: ${err instanceof Error ? err.message : String(err)}`,
-    }),
-  );
+  const pending = connectByType(source, { ...options, signal: attempt.signal })
+    .then((result) => withinBounds(source, result))
+    .catch(
+      (err: unknown): ConnectResult => ({
+        ok: false,
+        errorType: 'unreachable',
+        message: `source "${source.name}" could not connect: ${err instanceof Error ? err.message : String(err)}`,
+      }),
+    );
   // A connection that arrives after the time limit is closed at once.
   void pending.then((late) => (timedOut && late.ok ? late.connection.close() : undefined));
   try {

@@ -1,0 +1,189 @@
+// Adversarial: MCP servers whose answers are larger than anything the service keeps. Built with
+// the official SDK (its low-level Server over Streamable HTTP, answering in JSON or as an event
+// stream), they list 10,000 tools, a tool with a 5 MB schema, a tool with a 100 KB schema,
+// tools adding up to more than a megabyte, or answer a call with 10 MB of text. What must hold:
+// the connection test and the run fail with a message naming the bound (no silently shortened
+// tool list), a message past the bound is not read whole, and a call whose answer breaks it
+// fails promptly as the call's result, which the model reads; the run goes on.
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { ModelReply, ModelRequest, ModelServer } from '../helpers/model-server.ts';
+import {
+  create,
+  finishedRun,
+  newTask,
+  type Org,
+  runNow,
+  startWorkerService,
+  unlimited,
+} from '../helpers/runs.ts';
+import type { TestService } from '../helpers/service.ts';
+
+interface Tool {
+  name: string;
+  description?: string;
+  inputSchema: Record<string, unknown>;
+}
+
+/** An object schema whose description makes it about `bytes` long as JSON. */
+const schemaOf = (bytes: number) => ({ type: 'object', properties: {}, description: 'd'.repeat(bytes) });
+
+/**
+ * A stateless Streamable HTTP MCP server (the SDK's low-level Server) with these tools; every
+ * call answers `callText`. `json`: answers as JSON bodies, otherwise as event streams.
+ */
+async function startServer(tools: Tool[], options: { json: boolean; callText?: string }) {
+  const http = createServer(async (req, res) => {
+    if (req.method !== 'POST') return void res.writeHead(405).end();
+    let body = '';
+    for await (const chunk of req) body += chunk;
+    const server = new Server({ name: 'big', version: '1.0.0' }, { capabilities: { tools: {} } });
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+    server.setRequestHandler(CallToolRequestSchema, async () => ({
+      content: [{ type: 'text', text: options.callText ?? 'ok' }],
+    }));
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: options.json,
+    });
+    res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req, res, JSON.parse(body));
+  });
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        http.closeAllConnections();
+        http.close(() => resolve());
+      }),
+  };
+}
+
+const smallTool = (i: number): Tool => ({ name: `tool_${i}`, inputSchema: { type: 'object' } });
+
+/** The model stand-in: calls `big__fetch` once, then answers with what the call gave. */
+function model(request: ModelRequest): ModelReply {
+  const toolMessage = request.body.messages.find((m) => m.role === 'tool');
+  if (!toolMessage) return { toolCalls: [{ name: 'big__fetch', arguments: {} }] };
+  return { content: `The tool said: ${(toolMessage.content ?? '').slice(0, 300)}` };
+}
+
+describe('MCP answers past the bounds', () => {
+  let svc: TestService;
+  let modelServer: ModelServer;
+  // Each test's source is in an organization of its own (the slug "big" is taken once per organization).
+  let org: Org;
+  const servers: Array<{ close(): Promise<void> }> = [];
+
+  before(async () => {
+    ({ svc, model: modelServer } = await startWorkerService((_p, _i, req) => model(req), {
+      SVC_ALLOW_PRIVATE_URLS: 'true',
+    }));
+  });
+  after(async () => {
+    await svc?.close();
+    await modelServer?.close();
+    await Promise.all(servers.map((s) => s.close()));
+  });
+
+  /** A source for a new server with these tools; returns its id. */
+  async function sourceFor(tools: Tool[], options: { json: boolean; callText?: string }) {
+    const server = await startServer(tools, options);
+    servers.push(server);
+    org = await svc.createOrg();
+    await unlimited(svc, org);
+    const source = await create(svc, org, 'sources', {
+      type: 'mcp',
+      name: 'Big',
+      slug: 'big',
+      config: { transport: 'http', url: server.url },
+    });
+    return source.id as string;
+  }
+
+  async function testSource(id: string) {
+    const res = await svc.call({ method: 'POST', url: `/api/svc/sources/${id}/test`, key: org.apiKey });
+    assert.equal(res.status, 200, res.raw);
+    return res.body as { success: boolean; message: string; tools?: unknown[] };
+  }
+
+  async function runWith(sourceId: string) {
+    const task = await newTask(svc, org, { sourceIds: [sourceId] });
+    return finishedRun(svc, org, await runNow(svc, org, task.id), 30_000);
+  }
+
+  test('a server listing 10,000 tools fails the test and the run, naming the limit of 256', async () => {
+    const id = await sourceFor(
+      Array.from({ length: 10_000 }, (_, i) => smallTool(i)),
+      { json: true },
+    );
+    const result = await testSource(id);
+    assert.equal(result.success, false, JSON.stringify(result).slice(0, 300));
+    assert.match(result.message, /^source "Big": it offers more than 256 tools, the limit of a source$/);
+    const run = await runWith(id);
+    assert.equal(run.status, 'failed');
+    assert.match(run.error, /more than 256 tools/);
+  });
+
+  for (const json of [true, false]) {
+    test(`a tool with a 5 MB schema fails the test: the ${json ? 'JSON' : 'event-stream'} answer is not read past 4 MiB`, async () => {
+      const id = await sourceFor([{ name: 'huge', inputSchema: schemaOf(5_000_000) }], { json });
+      const started = performance.now();
+      const result = await testSource(id);
+      assert.equal(result.success, false, JSON.stringify(result).slice(0, 300));
+      assert.match(result.message, /the server sent a message larger than 4 MiB/);
+      // Not the connect time limit (15 s): the transport was closed when the bound was reached.
+      assert.ok(performance.now() - started < 10_000);
+    });
+  }
+
+  test('a tool with a 100 KB schema fails the test, naming the 64 KiB a tool may have', async () => {
+    const id = await sourceFor([smallTool(1), { name: 'wide', inputSchema: schemaOf(100_000) }], {
+      json: true,
+    });
+    const result = await testSource(id);
+    assert.equal(result.success, false);
+    assert.match(
+      result.message,
+      /its tool "wide" has a definition .* of \d+ bytes, more than the 64 KiB a tool may have/,
+    );
+  });
+
+  test("tools adding up to more than 1 MiB fail the test, and the source's stored tools stay as they were", async () => {
+    const tools = Array.from({ length: 20 }, (_, i) => ({ name: `t${i}`, inputSchema: schemaOf(60_000) }));
+    const id = await sourceFor(tools, { json: true });
+    const result = await testSource(id);
+    assert.equal(result.success, false);
+    assert.match(result.message, /add up to \d+ bytes, more than the 1 MiB a source's tools may have/);
+    const stored = await svc.call({
+      method: 'GET',
+      url: `/api/svc/sources/${id}?organizationId=${org.organizationId}`,
+      key: org.apiKey,
+    });
+    assert.equal(stored.status, 200, stored.raw);
+    assert.ok(!stored.body.tools?.length, 'no oversized tool list was stored');
+  });
+
+  test('a call answered with 10 MB fails promptly as the tool result, and the run completes', async () => {
+    const id = await sourceFor([{ name: 'fetch', inputSchema: { type: 'object' } }], {
+      json: false,
+      callText: 'y'.repeat(10_000_000),
+    });
+    const run = await runWith(id);
+    assert.equal(run.status, 'completed', JSON.stringify(run).slice(0, 500));
+    assert.match(
+      run.output,
+      /^The tool said: Error: tool fetch failed: .*the server sent a message larger than 4 MiB/,
+    );
+  });
+});
