@@ -12,6 +12,7 @@ import {
   claimRuns,
   finishRun,
   lockExpiredLeases,
+  notifyIfClaimable,
   releaseRun,
   renewLeases,
   requeueRuns,
@@ -179,6 +180,9 @@ export class RunWorker {
       });
       if (failed?.delivery_status === 'pending') await notify(tx, 'svc_deliveries');
     }
+    // Requeued runs, and places freed by failed ones, are claimable by every worker once this
+    // transaction commits (when the notification is sent), not only by this one.
+    await notify(tx, 'svc_runs');
     metrics.leasesExpired.inc({ action: 'retried' }, retry.length);
     metrics.leasesExpired.inc({ action: 'failed' }, giveUp.length);
     log.warn(
@@ -204,7 +208,28 @@ export class RunWorker {
         this.#executionEnded(active);
         this.#active.delete(run.id);
         this.#deps.metrics.runsInFlight.set(this.#active.size);
-      });
+      })
+      .then(() => this.#runLeft(run));
+  }
+
+  /**
+   * The run has left `running` here (finished, failed, released, lost or deleted) and that is
+   * committed: only now is its organization's place under SVC_ORG_CONCURRENCY free to every
+   * claim. The claim made when its execution ended may have found the place still taken (the
+   * lost wake-up: a claim that finds nothing is not repeated until the lease-period poll), so
+   * this worker looks again, and the workers of other processes are told when the
+   * organization has runs waiting for that place.
+   */
+  async #runLeft(run: RunRow): Promise<void> {
+    if (this.#stopping) return;
+    this.wake();
+    const { db, config, log } = this.#deps;
+    if (!db.backend.shared) return;
+    try {
+      await notifyIfClaimable(db, run.organization_id, config.worker.orgConcurrency);
+    } catch (err) {
+      log.warn({ err, runId: run.id }, 'could not wake the other workers after a run ended');
+    }
   }
 
   /**

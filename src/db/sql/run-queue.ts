@@ -139,6 +139,25 @@ export async function renewLeases(
   return new Set(rows.map((r) => r.id));
 }
 
+/**
+ * Wakes the workers of every process when the organization has pending runs and a free place
+ * under `orgLimit`: sent after a run of it has left `running` and that change has committed, so
+ * a worker that looked while the place was still taken looks again. The notification is sent
+ * at this statement's commit, after the change it announces; only then can a claim see it.
+ */
+export async function notifyIfClaimable(
+  db: Queryable,
+  organizationId: string,
+  orgLimit: number,
+): Promise<void> {
+  await db.query(
+    `SELECT pg_notify('svc_runs', '')
+      WHERE EXISTS (SELECT 1 FROM runs WHERE organization_id = $1 AND status = 'pending')
+        AND (SELECT count(*) FROM runs WHERE organization_id = $1 AND status = 'running') < $2`,
+    [organizationId, orgLimit],
+  );
+}
+
 /** Gives a run back unfinished (shutdown): pending again, the attempt not counted. */
 export async function releaseRun(db: Queryable, runId: string, workerId: string): Promise<boolean> {
   const rows = await db.query(
