@@ -21,8 +21,10 @@ export function serverBounds(config: Config['http']) {
   const http: ServerOptions = {
     connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
     maxHeaderSize: MAX_HEADER_BYTES,
-    // The head has to arrive within the same limit as the whole request.
+    // The head has to arrive within the same limit as the whole request. Node checks the two
+    // against each other when the server is made, before Fastify sets requestTimeout below.
     headersTimeout: config.requestTimeoutMs,
+    requestTimeout: config.requestTimeoutMs,
   };
   return {
     http,

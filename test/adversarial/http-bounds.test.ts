@@ -169,3 +169,15 @@ describe('HTTP bounds over real sockets', () => {
     assert.deepEqual(list.body, []);
   });
 });
+
+describe('HTTP bounds at their largest', () => {
+  test('a request timeout above Node’s own default of 300 s still starts the server', async () => {
+    const ts = await startTestService({ listen: true, env: { SVC_HTTP_REQUEST_TIMEOUT_SECONDS: '3600' } });
+    try {
+      assert.equal(ts.app.server.requestTimeout, 3_600_000);
+      assert.equal(ts.app.server.headersTimeout, 3_600_000);
+    } finally {
+      await ts.close();
+    }
+  });
+});
