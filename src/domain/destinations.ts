@@ -6,6 +6,7 @@ import {
   lockTask,
   updateDestination,
 } from '../db/sql/tasks.ts';
+import { emailAddressProblem } from '../lib/email-address.ts';
 import { errors } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';
 import type { Destination, DestinationInput, DestinationPatch } from '../schemas/task.ts';
@@ -13,7 +14,6 @@ import { E164_PATTERN } from '../schemas/task.ts';
 import type { Deps } from './deps.ts';
 import { checkTaskTotals } from './org-caps.ts';
 
-const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 const E164_RE = new RegExp(E164_PATTERN);
 
 /**
@@ -23,7 +23,7 @@ const E164_RE = new RegExp(E164_PATTERN);
 export function checkDestination(type: 'email' | 'sms' | 'webhook', value: string): string | undefined {
   switch (type) {
     case 'email':
-      return EMAIL_RE.test(value) && value.length <= 320 ? undefined : 'must be an e-mail address';
+      return emailAddressProblem(value);
     case 'sms':
       return E164_RE.test(value) ? undefined : 'must be a phone number in E.164 form, e.g. +14155550123';
     case 'webhook': {

@@ -16,6 +16,7 @@ import {
   updateTask,
 } from '../db/sql/tasks.ts';
 import { notify } from '../db/sql/time.ts';
+import { emailAddressProblem } from '../lib/email-address.ts';
 import { AppError, type ErrorDetail, errors } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';
 import {
@@ -83,8 +84,16 @@ function checkRules(
   f: TaskFields,
   destinations: TaskCreateBody['destinations'],
   modelGiven: boolean,
+  emailGiven = true,
 ): void {
   const details: ErrorDetail[] = [];
+  // Like a destination's, by the rule delivery applies; a stored address is checked only when
+  // the request sets it, so a PATCH of another field never fails on an older value.
+  const emailProblem =
+    emailGiven && f.delivery_email_address !== null
+      ? emailAddressProblem(f.delivery_email_address)
+      : undefined;
+  if (emailProblem) details.push({ path: '/body/deliveryEmailAddress', message: emailProblem });
   if (!isValidTimezone(f.timezone))
     details.push({ path: '/body/timezone', message: 'is not an IANA timezone name' });
   if (f.cron_expression !== null) {
@@ -276,7 +285,13 @@ export async function updateTaskOf(
       next_run_at: current.next_run_at,
       updated_at: now,
     };
-    checkRules(deps, next, patch.destinations, patch.model !== undefined);
+    checkRules(
+      deps,
+      next,
+      patch.destinations,
+      patch.model !== undefined,
+      patch.deliveryEmailAddress !== undefined,
+    );
     pinWeekday(next, now);
     if (patch.prompt !== undefined || patch.destinations !== undefined) {
       await checkTaskTotals(tx, organizationId, deps.config.orgCaps, {

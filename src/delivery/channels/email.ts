@@ -9,6 +9,7 @@ import {
   type Transporter,
 } from 'nodemailer';
 import type { Config } from '../../config.ts';
+import { emailAddressProblem } from '../../lib/email-address.ts';
 import { type DeliveryChannel, MAX_RESPONSE_CHARS, type SendOutcome } from '../channel.ts';
 import { htmlOf, plainTextOf, subjectOf } from '../content.ts';
 
@@ -18,9 +19,6 @@ export interface EmailChannelOptions {
 }
 
 const NOT_CONFIGURED = 'E-mail delivery is not configured: set SVC_SMTP_URL and SVC_EMAIL_FROM';
-
-/** One address, no list, nothing a header could be split on; the API checks more strictly. */
-const ADDRESS = /^[^\s@<>,;:"()[\]\\]+@[^\s@<>,;:"()[\]\\]+$/;
 
 /** The domain of the sender for Message-IDs (`Name <a@example.com>` or `a@example.com`). */
 function senderDomain(from: string): string {
@@ -49,9 +47,10 @@ export function emailChannel(config: Config['smtp'], options: EmailChannelOption
     async send(target, message, signal): Promise<SendOutcome> {
       const { url, from } = config;
       if (!url || !from) return { ok: false, permanent: true, error: NOT_CONFIGURED };
-      if (!ADDRESS.test(target)) {
-        return { ok: false, permanent: true, error: 'the e-mail address is not a valid single address' };
-      }
+      // The rule the API saved it by: a value stored another way (or before the rule) is not
+      // handed to nodemailer, which would read a list, a group or a display name into it.
+      const problem = emailAddressProblem(target);
+      if (problem) return { ok: false, permanent: true, error: `the e-mail address ${problem}` };
 
       try {
         transport ??= createTransport({
