@@ -278,7 +278,10 @@ export class RunWorker {
         // this one paid for, already on the ledger, is kept.
         metrics.runsReleased.inc({ reason: 'lease_lost' });
         if (await settleDeletedRun(db, run.id, 'failed', true)) {
-          log.info({ runId: run.id }, 'run stopped: it was deleted with its task; its usage stays on the ledger');
+          log.info(
+            { runId: run.id },
+            'run stopped: it was deleted with its task; its usage stays on the ledger',
+          );
         } else {
           log.warn({ runId: run.id }, 'run abandoned: its lease was lost to another worker');
         }
@@ -318,7 +321,10 @@ export class RunWorker {
     );
     if (!finished) {
       if (await settleDeletedRun(db, run.id, status, counted)) {
-        log.info({ runId: run.id }, 'run ended after it was deleted with its task; its usage stays on the ledger');
+        log.info(
+          { runId: run.id },
+          'run ended after it was deleted with its task; its usage stays on the ledger',
+        );
       } else {
         log.warn({ runId: run.id }, 'run result dropped: the lease was lost before it was recorded');
       }
@@ -369,7 +375,8 @@ export class RunWorker {
   ): Promise<void> {
     const tokensUsed = Math.max(0, Math.round(result.tokensUsed - recorded.tokensUsed));
     // Sums of fractional cents in another order differ in the last bits, not by a real amount.
-    const costCents = result.costCents - recorded.costCents > 1e-9 ? result.costCents - recorded.costCents : 0;
+    const costCents =
+      result.costCents - recorded.costCents > 1e-9 ? result.costCents - recorded.costCents : 0;
     if (tokensUsed > 0 || costCents > 0) {
       this.#deps.log.info({ runId: run.id, tokensUsed, costCents }, 'usage recorded from the run totals');
       await record({ providerCallId: null, tokensUsed, costCents });

@@ -92,7 +92,7 @@ describe('the usage ledger under chaos', () => {
     return p;
   }
 
-  test(`${MIN_RUNS}+ runs with ${WORKERS} worker process(es) stopped and killed, tasks deleted, paused and edited: ledger, stats and billing equal what the provider sent`, async () => {
+  test(`${MIN_RUNS}+ runs with ${WORKERS} worker process(es) stopped and killed, tasks deleted, paused and edited: ledger, stats and billing equal what the provider sent`, async (t) => {
     if (POSTGRES) {
       api = await spawn('api');
       for (let i = 0; i < WORKERS; i++) workers.push(await spawn('worker'));
@@ -299,6 +299,9 @@ describe('the usage ledger under chaos', () => {
     );
     assert.deepEqual(ledger, sent);
     assert.deepEqual(calls, { n: model.delivered.length, ...sent });
+    t.diagnostic(
+      `${created} runs, ${model.delivered.length} answers, ${sent.tokens} tokens, ${sent.cents} cents`,
+    );
   });
 });
 
