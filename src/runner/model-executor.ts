@@ -139,7 +139,7 @@ async function toolLoop(client: ModelClient, input: LoopInput): Promise<RunResul
       totals.tokensUsed += call.tokensUsed;
       totals.costCents += call.costCents;
       // The provider has charged for this answer: on the ledger before anything else happens.
-      await input.record({ providerCallId: null, ...call });
+      await input.record({ providerCallId: answer.providerCallId, ...call });
 
       const calls = (answer.message.tool_calls ?? []).filter(
         (c): c is Extract<ChatCompletionMessageToolCall, { type: 'function' }> => c.type === 'function',

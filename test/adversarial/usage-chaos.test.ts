@@ -299,6 +299,9 @@ describe('the usage ledger under chaos', () => {
     );
     assert.deepEqual(ledger, sent);
     assert.deepEqual(calls, { n: model.delivered.length, ...sent });
+    // Answer by answer, by the provider's id of each.
+    const ids = await backend.query<{ provider_call_id: string }>('SELECT provider_call_id FROM usage_calls');
+    assert.deepEqual(ids.map((r) => r.provider_call_id).sort(), model.delivered.map((d) => d.id).sort());
     t.diagnostic(
       `${created} runs, ${model.delivered.length} answers, ${sent.tokens} tokens, ${sent.cents} cents`,
     );
