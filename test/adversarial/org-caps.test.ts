@@ -114,7 +114,33 @@ describe('per-organization caps', () => {
     });
     assertCapped(added, /at most 25 destinations/);
     assert.equal((await call(org, 'DELETE', `/api/svc/tasks/${full.body.id}?${q(org)}`)).status, 204);
-    assert.equal((await create(20)).status, 201);
+    const again = await create(20);
+    assert.equal(again.status, 201);
+    // Replacing a task's destinations and deleting one keep the totals true.
+    const replaced = await call(org, 'PATCH', `/api/svc/tasks/${five.body.id}?${q(org)}`, {
+      destinations: destinations(2),
+      prompt: 'longer prompt',
+    });
+    assert.equal(replaced.status, 200);
+    const gone = again.body.destinations[0].id;
+    assert.equal(
+      (await call(org, 'DELETE', `/api/svc/tasks/${again.body.id}/destinations/${gone}?${q(org)}`)).status,
+      204,
+    );
+    const [kept] = await fx.db.query<Record<string, number>>(
+      `SELECT o.total_tasks, o.task_prompt_bytes, o.total_destinations,
+              (SELECT count(*)::int FROM tasks t WHERE t.organization_id = o.id) AS tasks,
+              (SELECT sum(octet_length(t.prompt))::bigint FROM tasks t WHERE t.organization_id = o.id) AS prompt_bytes,
+              (SELECT count(*)::int FROM task_destinations d JOIN tasks t ON t.id = d.task_id
+                WHERE t.organization_id = o.id) AS destinations
+         FROM organizations o WHERE o.id = $1`,
+      [org.organizationId],
+    );
+    assert.deepEqual(
+      [kept?.total_tasks, kept?.task_prompt_bytes, kept?.total_destinations],
+      [kept?.tasks, kept?.prompt_bytes, kept?.destinations],
+    );
+    assert.equal(kept?.total_destinations, 21);
   });
 
   test('skills are capped in number under concurrent creates, and their content in bytes', async () => {
@@ -186,50 +212,57 @@ describe('per-organization caps', () => {
 
 describe('stdio servers at once', () => {
   const fx = useTestService({
-    orgs: ['paid'],
+    orgs: ['paid', 'paid', 'paid'],
     env: {
       SVC_MAX_STDIO_PROCESSES_PER_ORG: '1',
+      SVC_MAX_STDIO_PROCESSES: '2',
       SVC_MAX_SOURCE_TESTS_PER_ORG: '2',
       SVC_STDIO_COMMANDS: 'node',
     },
   });
+  type Org = { organizationId: string; apiKey: string };
+  const make = async (org: Org, name: string) => {
+    const res = await fx.svc.call({
+      method: 'POST',
+      url: '/api/svc/sources',
+      key: org.apiKey,
+      body: {
+        organizationId: org.organizationId,
+        name,
+        type: 'mcp',
+        config: { transport: 'stdio', command: 'node', args: [everythingServerPath, 'stdio'] },
+      },
+    });
+    assert.equal(res.status, 201, res.raw);
+    return res.body.id as string;
+  };
+  const testSource = async (org: Org, id: string) => {
+    const res = await fx.svc.call({
+      method: 'POST',
+      url: `/api/svc/sources/${id}/test?organizationId=${org.organizationId}`,
+      key: org.apiKey,
+    });
+    assert.equal(res.status, 200, res.raw);
+    return res.body as { success: boolean; message: string };
+  };
 
   test('a stdio server beyond the organization’s cap is refused while one runs', async () => {
     const org = fx.org;
-    const q = `organizationId=${org.organizationId}`;
-    const make = async (name: string) => {
-      const res = await fx.svc.call({
-        method: 'POST',
-        url: '/api/svc/sources',
-        key: org.apiKey,
-        body: {
-          organizationId: org.organizationId,
-          name,
-          type: 'mcp',
-          config: { transport: 'stdio', command: 'node', args: [everythingServerPath, 'stdio'] },
-        },
-      });
-      assert.equal(res.status, 201, res.raw);
-      return res.body.id as string;
-    };
     // Two sources, so that the cap on stdio servers is what refuses.
-    const ids = [await make('stdio a'), await make('stdio b')];
-    const outcomes = await Promise.all(
-      ids.map((id) =>
-        fx.svc.call({ method: 'POST', url: `/api/svc/sources/${id}/test?${q}`, key: org.apiKey }),
-      ),
-    );
-    for (const o of outcomes) assert.equal(o.status, 200, o.raw);
-    const bodies = outcomes.map((o) => o.body);
+    const ids = [await make(org, 'stdio a'), await make(org, 'stdio b')];
+    const bodies = await Promise.all(ids.map((id) => testSource(org, id)));
     assert.equal(bodies.filter((b) => b.success).length, 1, JSON.stringify(bodies));
-    assert.match(bodies.find((b) => !b.success).message, /stdio servers, the most allowed at once/);
+    assert.match(bodies.find((b) => !b.success)?.message ?? '', /stdio servers, the most allowed at once/);
     // The server of the first test was stopped: its slot is free again.
-    const again = await fx.svc.call({
-      method: 'POST',
-      url: `/api/svc/sources/${ids[1]}/test?${q}`,
-      key: org.apiKey,
-    });
-    assert.equal(again.body.success, true, again.raw);
+    assert.equal((await testSource(org, ids[1] ?? '')).success, true);
+  });
+
+  test('stdio servers beyond the process’s cap are refused whichever organizations start them', async () => {
+    const orgs = fx.orgs.slice(0, 3);
+    const ids = await Promise.all(orgs.map((org, i) => make(org, `stdio ${i}`)));
+    const bodies = await Promise.all(orgs.map((org, i) => testSource(org, ids[i] ?? '')));
+    assert.equal(bodies.filter((b) => b.success).length, 2, JSON.stringify(bodies));
+    assert.match(bodies.find((b) => !b.success)?.message ?? '', /the service runs as many stdio servers/);
   });
 });
 
@@ -248,7 +281,7 @@ describe('lists at the caps', () => {
   const KB = 1024;
   const MB = 1024 * KB;
 
-  test('an organization at every cap, with rows of the largest size, still lists all of them within the stated sizes', async () => {
+  test('an organization at every cap, with large rows, still lists all of them within the stated sizes', async (t) => {
     const org = fx.org;
     const q = `organizationId=${org.organizationId}`;
     const call = (method: 'GET' | 'POST', url: string, body?: unknown) =>
@@ -336,6 +369,7 @@ describe('lists at the caps', () => {
       assert.equal(res.status, 200);
       assert.equal(res.body.length, count);
       const bytes = Buffer.byteLength(res.raw);
+      t.diagnostic(`GET /${list}: ${count} rows, ${bytes} bytes (stated bound ${bounds[list]})`);
       assert.ok(bytes <= bounds[list], `GET /${list}: ${bytes} bytes, more than the stated ${bounds[list]}`);
     }
   });
