@@ -241,6 +241,11 @@ export function serviceEnv(
     SVC_ADMIN_TOKEN: ADMIN_TOKEN,
     SVC_SECRET_KEY: secretKey,
     SVC_CREATE_DEMO_ORG: 'false',
+    // The create rounds give one organization tens of thousands of tasks, far past the default
+    // per-organization caps; raised, as the task limit is, so that every create is measured.
+    SVC_MAX_TASKS_PER_ORG: '1000000',
+    SVC_MAX_DESTINATIONS_PER_ORG: '1000000',
+    SVC_MAX_TASK_PROMPT_MB_PER_ORG: '10000',
     ...(backend.databaseUrl
       ? { DATABASE_URL: backend.databaseUrl }
       : { SVC_DATA_DIR: backend.dataDir ?? '' }),
