@@ -66,7 +66,7 @@ export async function openPglite(
   const inMemory = dataDir.startsWith('memory://');
   const durable = !inMemory && options.durable !== false;
   const releaseLock = inMemory ? () => undefined : lockDataDir(dataDir);
-  let pg: PGlite;
+  let pg: PGlite | undefined;
   try {
     pg = await PGlite.create({
       ...(inMemory ? {} : durable ? { fs: new SyncingNodeFS(dataDir) } : { dataDir }),
@@ -77,6 +77,7 @@ export async function openPglite(
     // Files written before fsync was real (initdb, a start in the other mode) reach the disk too.
     if (durable) syncDirectoryTree(dataDir);
   } catch (err) {
+    await pg?.close().catch(() => undefined);
     releaseLock();
     throw err;
   }
