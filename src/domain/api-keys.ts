@@ -1,8 +1,10 @@
 import type { Queryable } from '../db/db.ts';
 import { type ApiKeyRow, insertApiKey, listApiKeys, revokeApiKey } from '../db/sql/api-keys.ts';
+import { errors } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';
 import { displayPrefix, generateApiKey, hashApiKey } from './api-key-format.ts';
 import type { Deps } from './deps.ts';
+import type { Viewer } from './sessions.ts';
 
 export interface ApiKeyView {
   id: string;
@@ -70,4 +72,44 @@ export async function revokeKey(
   const row = await revokeApiKey(deps.db, keyId, deps.clock.now());
   if (row) await deps.principals.changed();
   return row && apiKeyView(row);
+}
+
+/**
+ * Who may revoke a key of their organization from the dashboard (the operator revokes any key
+ * through the admin API or the CLI): the owner any of them; a member only the keys they
+ * created, so a member cannot cut off the owner's programs or the keys the operator issued.
+ */
+export function mayRevoke(
+  viewer: Pick<Viewer, 'userId' | 'role'>,
+  key: Pick<ApiKeyRow, 'created_by_user_id'>,
+) {
+  return viewer.role === 'owner' || key.created_by_user_id === viewer.userId;
+}
+
+/** The keys of the viewer's organization, each with whether the viewer may revoke it. */
+export async function keysForViewer(
+  deps: Pick<Deps, 'db'>,
+  viewer: Pick<Viewer, 'organizationId' | 'userId' | 'role'>,
+): Promise<(ApiKeyView & { revocable: boolean })[]> {
+  const rows = await listApiKeys(deps.db, viewer.organizationId);
+  return rows.map((row) => ({ ...apiKeyView(row), revocable: mayRevoke(viewer, row) }));
+}
+
+/** Revokes a key of the viewer's organization, if the viewer's role allows it. */
+export async function revokeKeyAs(
+  deps: Pick<Deps, 'db' | 'clock' | 'principals'>,
+  viewer: Pick<Viewer, 'organizationId' | 'userId' | 'role'>,
+  keyId: string,
+): Promise<ApiKeyView> {
+  const id = keyId.toLowerCase();
+  const row = (await listApiKeys(deps.db, viewer.organizationId)).find((k) => k.id === id);
+  if (!row) throw errors.notFound('API key');
+  if (!mayRevoke(viewer, row)) {
+    throw errors.forbidden(
+      "A member can revoke only the keys they created; the organization's owner can revoke the others",
+    );
+  }
+  const revoked = await revokeKey(deps, row.id);
+  if (!revoked) throw errors.notFound('API key');
+  return revoked;
 }

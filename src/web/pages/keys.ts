@@ -1,10 +1,11 @@
 // Settings → API keys: each person creates their own keys; a value is shown once.
 import type { FastifyReply } from 'fastify';
 import { findOrganization } from '../../db/sql/organizations.ts';
-import { createApiKey, listOrganizationKeys, revokeKey } from '../../domain/api-keys.ts';
+import { createApiKey, keysForViewer, revokeKeyAs } from '../../domain/api-keys.ts';
 import type { Deps } from '../../domain/deps.ts';
 import { openWebhookSecret } from '../../domain/organizations.ts';
 import type { Viewer } from '../../domain/users.ts';
+import { AppError } from '../../lib/errors.ts';
 import { field, formOf, viewerOrRedirect } from '../auth.ts';
 import { inlineScript } from '../csp.ts';
 import { type Html, html } from '../html.ts';
@@ -32,12 +33,12 @@ async function keysPage(
   top: Html | string,
   flash?: { kind: 'ok' | 'error'; text: string },
 ) {
-  const keys = await listOrganizationKeys(deps, viewer.organizationId);
+  const keys = await keysForViewer(deps, viewer);
   const rows = keys.map(
     (k) => html`<tr>
   <td>${k.name}</td><td><code>${k.prefix}…</code></td><td>${when(k.createdAt)}</td><td>${when(k.lastUsedAt)}</td>
   <td>${k.createdBy?.email ?? html`<span class="muted">operator</span>`}</td>
-  <td>${k.revokedAt ? html`<span class="badge failed">revoked</span>` : html`<form method="post" action="/dashboard/keys/${k.id}/revoke">${csrfField(viewer.csrfToken)}<button class="danger" type="submit" aria-label="Revoke ${k.name}">Revoke</button></form>`}</td>
+  <td>${k.revokedAt ? html`<span class="badge failed">revoked</span>` : !k.revocable ? html`<span class="muted">owner only</span>` : html`<form method="post" action="/dashboard/keys/${k.id}/revoke">${csrfField(viewer.csrfToken)}<button class="danger" type="submit" aria-label="Revoke ${k.name}">Revoke</button></form>`}</td>
 </tr>`,
   );
   return page(
@@ -108,12 +109,17 @@ ${COPY_SCRIPT}</section>`;
   scope.post<{ Params: { id: string } }>('/dashboard/keys/:id/revoke', async (request, reply) => {
     const viewer = viewerOrRedirect(request, reply);
     if (!viewer) return reply;
-    const own = (await listOrganizationKeys(deps, viewer.organizationId)).some(
-      (k) => k.id === request.params.id,
-    );
-    if (!own)
-      return send(reply, 404, await keysPage(deps, viewer, '', { kind: 'error', text: 'No such key.' }));
-    await revokeKey(deps, request.params.id);
+    try {
+      await revokeKeyAs(deps, viewer, request.params.id);
+    } catch (err) {
+      if (!(err instanceof AppError) || (err.code !== 'not_found' && err.code !== 'forbidden')) throw err;
+      const text = err.code === 'not_found' ? 'No such key.' : err.message;
+      return send(
+        reply,
+        err.code === 'not_found' ? 404 : 403,
+        await keysPage(deps, viewer, '', { kind: 'error', text }),
+      );
+    }
     return send(
       reply,
       200,
