@@ -197,7 +197,13 @@ export class StdioMcpTransport implements Transport {
     } catch (err) {
       await this.#removeDir();
       const code = (err as NodeJS.ErrnoException).code;
-      throw new StdioServerError('spawn_failed', `could not start ${resolved}: ${code ?? String(err)}`, code);
+      // The usual cause under another user: it cannot reach the program (a 0700 parent directory).
+      const as = user ? ` as uid ${user.uid} (SVC_STDIO_USER, which must be able to run it)` : '';
+      throw new StdioServerError(
+        'spawn_failed',
+        `could not start ${resolved}${as}: ${code ?? String(err)}`,
+        code,
+      );
     }
     this.#child = child;
     const pid = child.pid as number;
