@@ -293,7 +293,7 @@ ${problemsFlash(err, LABELS)}
     <div><label for="args">Arguments (stdio, one per line)</label><textarea id="args" name="args" rows="3" spellcheck="false" ${inv('config/args')}>${v.args}</textarea></div>
     <div><label for="url">URL (http or websocket)</label><input id="url" name="url" type="url" spellcheck="false" value="${v.url}" ${inv('config/url')}></div>
     <div><label for="env">Environment (stdio): NAME=value, one per line</label><textarea id="env" name="env" rows="3" spellcheck="false" autocomplete="off" ${inv('config/env')} aria-describedby="env-help">${v.env}</textarea>
-      <p class="muted" id="env-help">Values are secret and never shown again: ${SECRET_MASK} keeps a stored value; a line removed removes the variable.</p></div>
+      <p class="muted" id="env-help">Only the names the operator allows for the command: ${stdio.length ? stdio.map((c) => `${c}: ${[...(deps.config.stdioEnv.get(c) ?? [])].join(', ') || 'none'}`).join('; ') : 'none'}. Values are secret and never shown again: ${SECRET_MASK} keeps a stored value; a line removed removes the variable.</p></div>
   </fieldset>`
       : ''
   }
