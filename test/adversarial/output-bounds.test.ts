@@ -11,6 +11,7 @@ import { MAX_TOOL_CALLS_PER_ANSWER } from '../../src/runner/model-answer.ts';
 import type { ModelReply, ModelServer } from '../helpers/model-server.ts';
 import { finishedRun, newTask, type Org, runNow, startWorkerService, unlimited } from '../helpers/runs.ts';
 import type { TestService } from '../helpers/service.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const MAX_CHARS = 5_000;
 const MAX_TOKENS = 1_234;
@@ -76,6 +77,14 @@ describe('a model answer past its bounds', () => {
     assert.ok(stats.body.totalTokensUsed >= tokensUsed, stats.raw);
   }
 
+  /** The provider's endless stream sees its connection closed (in its own time: it learns it on its next write). */
+  async function providerStopped(before: number) {
+    await waitFor('the provider to see the stream closed', async () =>
+      model.endless.stopped > before ? true : undefined,
+    );
+    assert.equal(model.endless.stopped, before + 1);
+  }
+
   /** The run is not executed again: no lease expiry or retry sends its prompt a second time. */
   async function assertExecutedOnce(requests: () => unknown[]) {
     await new Promise((resolve) => setTimeout(resolve, 1500));
@@ -90,7 +99,7 @@ describe('a model answer past its bounds', () => {
     assert.ok(finished.output.endsWith(marker), finished.output.slice(-200));
     assert.equal(finished.output.length, MAX_CHARS + marker.length);
     assert.ok(finished.output.startsWith('All work and no play. All work'));
-    assert.equal(model.endless.stopped, stoppedBefore + 1, 'the provider saw the connection close');
+    await providerStopped(stoppedBefore);
     await assertOnLedger(finished.tokensUsed);
     await assertExecutedOnce(requests);
     // The service still answers, and the next run is an ordinary one.
@@ -135,7 +144,7 @@ describe('a model answer past its bounds', () => {
     const { finished, requests } = await run('endless line');
     assert.equal(finished.status, 'failed', JSON.stringify(finished));
     assert.match(finished.error, /sent one streamed event larger than \d+ bytes/);
-    assert.equal(model.endless.stopped, stoppedBefore + 1);
+    await providerStopped(stoppedBefore);
     await assertOnLedger(finished.tokensUsed);
     await assertExecutedOnce(requests);
   });
