@@ -227,6 +227,14 @@ function prepareConfig(
     if (config.openapiUrl !== undefined) urlWith('openapiUrl', ['http:', 'https:'], 'api sources');
   }
 
+  // A URL key the type does not use is stored and shown all the same: no credential in it either.
+  for (const key of ['url', 'baseUrl', 'openapiUrl'] as const) {
+    const value = config[key];
+    if (value !== undefined && hasUserInfo(value) && !details.some((d) => d.path === at(key))) {
+      details.push({ path: at(key), message: URL_CREDENTIALS });
+    }
+  }
+
   const env: Record<string, string> = {};
   // Only the names the operator allowed for this command (an unknown command was refused above).
   const allowed = config.command === undefined ? undefined : deps.config.stdioEnv.get(config.command);

@@ -43,7 +43,11 @@ describe('source URLs that carry credentials', () => {
     assert.equal(res.body.error.code, 'validation_error');
     assert.equal(res.body.error.details[0].path, path, what);
     // Spellings the URL format already refuses say so; the others are refused for the credential.
-    assert.match(res.body.error.details[0].message, /user name or password|must match (format|pattern)/, what);
+    assert.match(
+      res.body.error.details[0].message,
+      /user name or password|must match (format|pattern)/,
+      what,
+    );
     for (const secret of secrets)
       assert.ok(!res.raw.includes(secret), `${what}: the answer repeats a secret`);
   }
@@ -54,6 +58,13 @@ describe('source URLs that carry credentials', () => {
         ['mcp', { transport: 'http', url }, '/body/config/url'],
         ['api', { baseUrl: url }, '/body/config/baseUrl'],
         ['api', { baseUrl: 'https://api.example.com', openapiUrl: url }, '/body/config/openapiUrl'],
+        // Keys the type does not use are stored and shown as well.
+        [
+          'mcp',
+          { transport: 'http', url: 'https://mcp.example.com/mcp', baseUrl: url },
+          '/body/config/baseUrl',
+        ],
+        ['local', { baseUrl: url }, '/body/config/baseUrl'],
       ] as const) {
         const res = await send('POST', '/api/svc/sources', {
           organizationId: org.organizationId,
