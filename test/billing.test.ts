@@ -331,11 +331,16 @@ describe('plan limits', () => {
     );
     const allowed = await finishedRun(svc, org, await runNow(svc, org, first.id));
     assert.equal(allowed.status, 'completed');
-    const refused = await finishedRun(svc, org, await runNow(svc, org, first.id));
-    assert.equal(refused.status, 'failed');
-    assert.match(refused.error, /limit of 200 runs per billing period was reached/);
-    assert.equal(refused.tokensUsed, 0);
-    assert.equal((await status(svc, org)).runsUsed, 200, 'the refused run does not count');
+    // At the limit no run is created: run now answers 403 and nothing runs or counts.
+    const refused = await svc.call({
+      method: 'POST',
+      url: `/api/svc/tasks/${first.id}/run`,
+      key: org.apiKey,
+    });
+    assert.equal(refused.status, 403, refused.raw);
+    assert.equal(refused.body.error.code, 'plan_limit_exceeded');
+    assert.match(refused.body.error.message, /limit of 200 runs per billing period was reached/);
+    assert.equal((await status(svc, org)).runsUsed, 200);
 
     const customer = `cus_${randomUUID().slice(0, 12)}`;
     await sendEvent(

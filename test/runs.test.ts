@@ -241,11 +241,13 @@ describe('runs', () => {
     const second = randomUUID();
     assert.deepEqual((await insertSlotRuns(db, slot(second), now)).get(task), {
       inFlight: true,
+      overRunLimit: false,
       run: undefined,
     });
     await db.query("UPDATE runs SET status = 'completed' WHERE id = $1", [first.run.id]);
     assert.deepEqual((await insertSlotRuns(db, slot(second), now)).get(task), {
       inFlight: false,
+      overRunLimit: false,
       run: undefined,
     });
     const row = {

@@ -37,5 +37,9 @@ export async function billingStatus(
   };
   if (org.payment_customer_id) status.paymentCustomerId = org.payment_customer_id;
   if (org.payment_subscription_id) status.paymentSubscriptionId = org.payment_subscription_id;
+  // Told once per period: the first refusal of the period is recorded (domain/run-limit.ts).
+  if (org.run_limit_reached_at && org.run_limit_reached_at >= periodStart) {
+    status.runsLimitReachedAt = org.run_limit_reached_at.toISOString();
+  }
   return status;
 }

@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/db.ts';
-import { insertRun } from '../db/sql/runs.ts';
+import { insertRun, type RunRow } from '../db/sql/runs.ts';
 import {
   deleteTask,
   findTask,
@@ -33,6 +33,7 @@ import type { Deps } from './deps.ts';
 import { checkDestination } from './destinations.ts';
 import { checkTaskTotals, orgCapReached, utf8Bytes } from './org-caps.ts';
 import { effectiveLimits, type Plan } from './plans.ts';
+import { lockRunAllowances, type RunAllowance, recordRunLimitReached, runLimitMessage } from './run-limit.ts';
 import { runView } from './runs.ts';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -338,10 +339,18 @@ export async function deleteTaskOf(
  */
 export async function runTaskNow(deps: Deps, organizationId: string, id: string) {
   const now = deps.clock.now();
-  const row = await deps.db.transaction(async (tx) => {
+  type Outcome = { run: RunRow } | { refused: RunAllowance; told: boolean };
+  const created = await deps.db.transaction(async (tx): Promise<Outcome> => {
     if (!(await lockTask(tx, organizationId, id))) throw errors.notFound('Task');
     if (await hasRunInFlight(tx, id)) {
       throw new AppError('conflict', 'A run of this task is already pending or running');
+    }
+    // At the plan's run limit no run is created. The refusal is recorded (committed, not
+    // thrown away with a rollback) so that the organization is told once per period.
+    const allowance = (await lockRunAllowances(tx, [organizationId], now)).get(organizationId);
+    if (allowance && allowance.remaining <= 0) {
+      const told = (await recordRunLimitReached(tx, [allowance], now)).length > 0;
+      return { refused: allowance, told };
     }
     const run = await insertRun(tx, {
       id: newId(),
@@ -352,7 +361,17 @@ export async function runTaskNow(deps: Deps, organizationId: string, id: string)
       now,
     });
     await notify(tx, 'svc_runs');
-    return run;
+    return { run };
   });
-  return runView(row);
+  if ('refused' in created) {
+    const a = created.refused;
+    if (created.told) {
+      deps.log.warn(
+        { organizationId, runsLimit: a.runsLimit, periodStart: a.periodStart, periodEnd: a.periodEnd },
+        "organization reached its plan's run limit: run now is refused until the period ends",
+      );
+    }
+    throw errors.planLimit(runLimitMessage(a));
+  }
+  return runView(created.run);
 }

@@ -14,6 +14,7 @@ import {
 import type { TaskRow } from '../db/sql/tasks.ts';
 import { currentTime, notify } from '../db/sql/time.ts';
 import type { Deps } from '../domain/deps.ts';
+import { lockRunAllowances, type RunAllowance, recordRunLimitReached } from '../domain/run-limit.ts';
 import { CoalescedTask } from '../lib/coalesced-task.ts';
 import { newId } from '../lib/ids.ts';
 import { type DueSlotPlan, planDueSlot } from './due-slot.ts';
@@ -33,6 +34,7 @@ export interface TickResult {
   runsCreated: number;
   missed: number;
   skippedOverlap: number;
+  skippedRunLimit: number;
 }
 
 export class DueTaskClaimer {
@@ -97,7 +99,7 @@ export class DueTaskClaimer {
    * schedulers in several processes do.
    */
   async tick(): Promise<TickResult> {
-    const total: TickResult = { runsCreated: 0, missed: 0, skippedOverlap: 0 };
+    const total: TickResult = { runsCreated: 0, missed: 0, skippedOverlap: 0, skippedRunLimit: 0 };
     const lanes = Math.min(CLAIM_LANES, this.#deps.db.backend.maxConcurrency);
     await Promise.all(Array.from({ length: lanes }, () => this.#claimUntilShort(total)));
     return total;
@@ -119,8 +121,9 @@ export class DueTaskClaimer {
   }
 
   /**
-   * A batch of locked due tasks in three statements whatever its size: the slots are planned
-   * here, their runs inserted by one statement and the tasks advanced by another.
+   * A batch of locked due tasks in a handful of statements whatever its size: the slots are
+   * planned here, the run limits of their organizations counted under those organizations'
+   * row locks, their runs inserted by one statement and the tasks advanced by another.
    */
   async #claimBatch(tx: Queryable, tasks: TaskRow[], now: Date, total: TickResult): Promise<number> {
     const { config } = this.#deps;
@@ -142,11 +145,25 @@ export class DueTaskClaimer {
     const slots = planned.flatMap(({ task, plan }) =>
       plan.runSlot ? [{ taskId: task.id, runId: newId(), slotAt: plan.runSlot }] : [],
     );
-    const inserted = slots.length ? await insertSlotRuns(tx, slots, now) : new Map<string, SlotRunOutcome>();
+    // A slot beyond its organization's run limit gets no run; the rows of the tasks' organizations
+    // that may complete are locked with them, in one id order (see lockRunAllowances).
+    const allowances = await lockRunAllowances(
+      tx,
+      planned.flatMap(({ task, plan }) => (plan.runSlot ? [task.organization_id] : [])),
+      now,
+      planned.flatMap(({ task, plan }) => (plan.nextRunAt === null ? [task.organization_id] : [])),
+    );
+    const remaining = new Map([...allowances].map(([id, a]) => [id, a.remaining]));
+    const inserted = slots.length
+      ? await insertSlotRuns(tx, slots, now, remaining)
+      : new Map<string, SlotRunOutcome>();
     let created = 0;
+    const refused = new Map<string, RunAllowance>();
     const advances = planned.map(({ task, plan }) => {
       const outcome = this.#record(task, plan, inserted.get(task.id), now, total);
       if (outcome === 'run') created++;
+      const allowance = allowances.get(task.organization_id);
+      if (outcome === 'skipped_run_limit' && allowance) refused.set(task.organization_id, allowance);
       // A task with no further slot is done once nothing more can run for it: a `once` task
       // whose run was just created completes when that run ends (the worker does it); one
       // whose only slot was missed or skipped completes now.
@@ -157,7 +174,30 @@ export class DueTaskClaimer {
       };
     });
     await advanceTasks(tx, advances, now);
+    await this.#tellRunLimitReached(tx, [...refused.values()], now);
     return created;
+  }
+
+  /**
+   * The organization is told once per billing period that its slots are being skipped: the
+   * first refusal of the period is recorded on its row (shown as `runsLimitReachedAt` in its
+   * billing status) and logged; later ones, in any process, find it recorded.
+   */
+  async #tellRunLimitReached(tx: Queryable, refused: RunAllowance[], now: Date): Promise<void> {
+    if (!refused.length) return;
+    const told = new Set(await recordRunLimitReached(tx, refused, now));
+    for (const a of refused) {
+      if (!told.has(a.organizationId)) continue;
+      this.#deps.log.warn(
+        {
+          organizationId: a.organizationId,
+          runsLimit: a.runsLimit,
+          periodStart: a.periodStart,
+          periodEnd: a.periodEnd,
+        },
+        "organization reached its plan's run limit: its schedule slots get no runs until the period ends",
+      );
+    }
   }
 
   /** Metrics and log lines for one task's slot; returns what became of it. */
@@ -167,7 +207,7 @@ export class DueTaskClaimer {
     inserted: SlotRunOutcome | undefined,
     now: Date,
     total: TickResult,
-  ): 'run' | 'skipped_overlap' | 'none' {
+  ): 'run' | 'skipped_overlap' | 'skipped_run_limit' | 'none' {
     const { log, metrics } = this.#deps;
     const context = { taskId: task.id, organizationId: task.organization_id };
     if (plan.missed > 0) {
@@ -187,6 +227,15 @@ export class DueTaskClaimer {
         'schedule slot skipped: the previous run of the task is still pending or running',
       );
       return 'skipped_overlap';
+    }
+    if (inserted.overRunLimit) {
+      total.skippedRunLimit++;
+      metrics.schedulerSlots.inc({ outcome: 'skipped_run_limit' });
+      log.info(
+        { ...context, slot: plan.runSlot },
+        "schedule slot skipped: the organization has used its plan's runs for the billing period",
+      );
+      return 'skipped_run_limit';
     }
     // No run although the task was free: another scheduler already holds this slot; the unique
     // constraint made the insert a no-op, which is exactly "never two runs for one slot".

@@ -19,6 +19,13 @@ export const BillingStatus = Type.Object(
     usageCreditsCents: Type.Optional(Type.Number({ description: 'Usage credits included in the plan' })),
     paymentCustomerId: Type.Optional(Type.String()),
     paymentSubscriptionId: Type.Optional(Type.String()),
+    runsLimitReachedAt: Type.Optional(
+      Type.String({
+        format: 'date-time',
+        description:
+          "When the plan's run limit first refused a run in the current billing period (a schedule slot skipped or a run now refused); absent while it has not",
+      }),
+    ),
   },
   { $id: 'BillingStatus' },
 );

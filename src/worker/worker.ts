@@ -22,7 +22,6 @@ import type { RunRow } from '../db/sql/runs.ts';
 import { currentTime, notify, statementTime } from '../db/sql/time.ts';
 import { copyUsageToRun, recordModelCall, settleDeletedRun } from '../db/sql/usage.ts';
 import type { Deps } from '../domain/deps.ts';
-import { runLimitRefusal } from '../domain/run-limit.ts';
 import { CoalescedTask } from '../lib/coalesced-task.ts';
 import { newId } from '../lib/ids.ts';
 import type { CallUsage, RunExecutor, RunResult } from '../runner/executor.ts';
@@ -257,16 +256,12 @@ export class RunWorker {
       recorded.costCents += usage.costCents;
       await this.#recordUsage(run, usage, signal);
     };
-    // A run beyond the plan's run limit is not executed; it fails and does not count.
-    const refusal = await runLimitRefusal(db, run, context.organization);
-    if (refusal) {
-      result = { ok: false, errorType: 'plan_limit', message: refusal, tokensUsed: 0, costCents: 0 };
-    } else {
-      try {
-        result = await this.#executor.execute({ run, context, startedAt, recordUsage }, signal);
-      } catch (err) {
-        if (!signal.aborted) throw err;
-      }
+    // The plan's run limit was decided when the run was created (domain/run-limit.ts): a run
+    // that exists is executed.
+    try {
+      result = await this.#executor.execute({ run, context, startedAt, recordUsage }, signal);
+    } catch (err) {
+      if (!signal.aborted) throw err;
     }
     executed();
     // Usage the executor totalled without recording it call by call is recorded now.

@@ -10,6 +10,8 @@ export interface OrganizationRow {
   billing_period_start: Date;
   payment_customer_id: string | null;
   payment_subscription_id: string | null;
+  /** When a run was first refused for the run limit in a period (see migrations/0011). */
+  run_limit_reached_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }

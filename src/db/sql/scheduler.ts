@@ -27,31 +27,46 @@ export interface SlotRun {
 export interface SlotRunOutcome {
   /** The task had a run pending or running, so nothing was inserted (overlap). */
   inFlight: boolean;
-  /** The inserted run; undefined when the task was in flight or the slot already had a run. */
+  /** The organization had no run left in its billing period, so nothing was inserted. */
+  overRunLimit: boolean;
+  /** The inserted run; undefined when the task was in flight, over the limit or the slot already had a run. */
   run: RunRow | undefined;
 }
 
 /**
  * Inserts the scheduled runs of a batch of claimed tasks in one statement, each with its
- * usage-ledger row: not for a task that still has a run pending or running, and nothing where
- * the slot already has a run (UNIQUE (task_id, slot_at): another scheduler got there first).
+ * usage-ledger row: not for a task that still has a run pending or running, nothing where the
+ * slot already has a run (UNIQUE (task_id, slot_at): another scheduler got there first), and
+ * for an organization in `remaining` (runs left in its period under its plan's run limit,
+ * counted under its row lock), no more than that many, earliest slots first. Organizations
+ * not in `remaining` have no run limit.
  */
 export async function insertSlotRuns(
   tx: Queryable,
   slots: readonly SlotRun[],
   now: Date,
+  remaining: ReadonlyMap<string, number> = new Map(),
 ): Promise<Map<string, SlotRunOutcome>> {
-  const rows = await tx.query<RunRow & { wanted_task_id: string; in_flight: boolean }>(
+  const rows = await tx.query<RunRow & { wanted_task_id: string; in_flight: boolean; over_limit: boolean }>(
     `WITH wanted AS (
        SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS w(task_id, run_id, slot_at)
      ), busy AS (
        SELECT DISTINCT task_id FROM runs
         WHERE task_id = ANY($1::uuid[]) AND status IN ('pending', 'running')
-     ), run AS (
-       INSERT INTO runs (id, organization_id, task_id, slot_at, trigger, status, created_at)
-       SELECT w.run_id, t.organization_id, t.id, w.slot_at, 'schedule', 'pending', $4
+     ), eligible AS (
+       SELECT w.*, t.organization_id,
+              row_number() OVER (PARTITION BY t.organization_id ORDER BY w.slot_at, w.task_id) AS rank
          FROM wanted w JOIN tasks t ON t.id = w.task_id
         WHERE NOT EXISTS (SELECT 1 FROM busy b WHERE b.task_id = w.task_id)
+          AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = w.task_id AND r.slot_at = w.slot_at)
+     ), allowed AS (
+       SELECT e.* FROM eligible e
+         LEFT JOIN unnest($5::uuid[], $6::int[]) AS a(organization_id, remaining)
+           ON a.organization_id = e.organization_id
+        WHERE a.remaining IS NULL OR e.rank <= a.remaining
+     ), run AS (
+       INSERT INTO runs (id, organization_id, task_id, slot_at, trigger, status, created_at)
+       SELECT run_id, organization_id, task_id, slot_at, 'schedule', 'pending', $4 FROM allowed
        ON CONFLICT (task_id, slot_at) DO NOTHING
        RETURNING *
      ), ledger AS (
@@ -59,13 +74,26 @@ export async function insertSlotRuns(
        SELECT id, organization_id, task_id, status, created_at FROM run
      )
      SELECT run.*, w.task_id AS wanted_task_id,
-            EXISTS (SELECT 1 FROM busy b WHERE b.task_id = w.task_id) AS in_flight
+            EXISTS (SELECT 1 FROM busy b WHERE b.task_id = w.task_id) AS in_flight,
+            (EXISTS (SELECT 1 FROM eligible e WHERE e.task_id = w.task_id)
+             AND NOT EXISTS (SELECT 1 FROM allowed a WHERE a.task_id = w.task_id)) AS over_limit
        FROM wanted w LEFT JOIN run ON run.task_id = w.task_id`,
-    [slots.map((s) => s.taskId), slots.map((s) => s.runId), slots.map((s) => s.slotAt), now],
+    [
+      slots.map((s) => s.taskId),
+      slots.map((s) => s.runId),
+      slots.map((s) => s.slotAt),
+      now,
+      [...remaining.keys()],
+      [...remaining.values()],
+    ],
   );
   const outcomes = new Map<string, SlotRunOutcome>();
-  for (const { wanted_task_id, in_flight, ...run } of rows) {
-    outcomes.set(wanted_task_id, { inFlight: in_flight, run: run.id ? run : undefined });
+  for (const { wanted_task_id, in_flight, over_limit, ...run } of rows) {
+    outcomes.set(wanted_task_id, {
+      inFlight: in_flight,
+      overRunLimit: over_limit,
+      run: run.id ? run : undefined,
+    });
   }
   return outcomes;
 }
