@@ -12,6 +12,8 @@ import { after, before, describe, test } from 'node:test';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { WebSocketServer } from 'ws';
+import { WsServerTransport } from '../helpers/mcp-servers.ts';
 import type { ModelReply, ModelRequest, ModelServer } from '../helpers/model-server.ts';
 import {
   create,
@@ -66,6 +68,28 @@ async function startServer(tools: Tool[], options: { json: boolean; callText?: s
         http.closeAllConnections();
         http.close(() => resolve());
       }),
+  };
+}
+
+/** The same server over WebSocket (subprotocol mcp), one SDK Server per connection. */
+async function startWsServer(tools: Tool[]) {
+  const wss = new WebSocketServer({
+    host: '127.0.0.1',
+    port: 0,
+    handleProtocols: (protocols) => (protocols.has('mcp') ? 'mcp' : false),
+  });
+  wss.on('connection', (socket) => {
+    const server = new Server({ name: 'big', version: '1.0.0' }, { capabilities: { tools: {} } });
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+    void server.connect(new WsServerTransport(socket));
+  });
+  await new Promise<void>((resolve) => wss.once('listening', resolve));
+  return {
+    url: `ws://127.0.0.1:${(wss.address() as AddressInfo).port}/mcp`,
+    async close() {
+      for (const client of wss.clients) client.terminate();
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
   };
 }
 
@@ -146,6 +170,22 @@ describe('MCP answers past the bounds', () => {
       assert.ok(performance.now() - started < 10_000);
     });
   }
+
+  test('over WebSocket, a tool with a 5 MB schema fails the test, naming the 4 MiB bound', async () => {
+    const server = await startWsServer([{ name: 'huge', inputSchema: schemaOf(5_000_000) }]);
+    servers.push(server);
+    org = await svc.createOrg();
+    await unlimited(svc, org);
+    const source = await create(svc, org, 'sources', {
+      type: 'mcp',
+      name: 'Big',
+      slug: 'big',
+      config: { transport: 'websocket', url: server.url },
+    });
+    const result = await testSource(source.id);
+    assert.equal(result.success, false, JSON.stringify(result).slice(0, 300));
+    assert.match(result.message, /the server sent a message larger than 4 MiB/);
+  });
 
   test('a tool with a 100 KB schema fails the test, naming the 64 KiB a tool may have', async () => {
     const id = await sourceFor([smallTool(1), { name: 'wide', inputSchema: schemaOf(100_000) }], {

@@ -80,7 +80,7 @@ export async function startEverythingHttp(
 }
 
 /** The server side of MCP over one accepted WebSocket (text frames of JSON-RPC). */
-class WsServerTransport implements Transport {
+export class WsServerTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: <T extends JSONRPCMessage>(message: T) => void;

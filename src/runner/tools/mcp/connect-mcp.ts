@@ -67,8 +67,9 @@ export async function connectMcpSource(
       headers: auth.headers,
     });
     try {
-      return connected(await openClient(ws, options), redact);
+      return connected(await openClient(ws, options), redact, () => ws.failure?.message);
     } catch (err) {
+      if (ws.failure) return fail('protocol_error', ws.failure.message);
       return fail(...classify(err, options.signal));
     }
   }

@@ -6,6 +6,8 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { type JSONRPCMessage, JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Dispatcher } from 'undici';
 import { type OutboundPolicy, openOutboundWebSocket, outboundDispatcher } from '../../../lib/outbound.ts';
+import { formatBytes } from '../../capped-response.ts';
+import { MAX_MCP_MESSAGE_BYTES } from '../tool-bounds.ts';
 
 const SUBPROTOCOL = 'mcp';
 const PROBE_TIMEOUT_MS = 5000;
@@ -101,9 +103,15 @@ export class WebSocketMcpTransport implements Transport {
   readonly #options: WebSocketTransportOptions;
   #socket: WebSocket | undefined;
   #notifiedClose = false;
+  #failure: Error | undefined;
 
   constructor(options: WebSocketTransportOptions) {
     this.#options = options;
+  }
+
+  /** Why the transport gave up on the server (a message past the size bound). */
+  get failure(): Error | undefined {
+    return this.#failure;
   }
 
   async start(): Promise<void> {
@@ -147,7 +155,7 @@ export class WebSocketMcpTransport implements Transport {
   }
 
   #onMessage(data: unknown): void {
-    const max = this.#options.maxMessageBytes ?? 4 * 1024 * 1024;
+    const max = this.#options.maxMessageBytes ?? MAX_MCP_MESSAGE_BYTES;
     const size =
       typeof data === 'string'
         ? Buffer.byteLength(data)
@@ -155,7 +163,8 @@ export class WebSocketMcpTransport implements Transport {
           ? data.byteLength
           : Number.NaN;
     if (!(size <= max)) {
-      this.onerror?.(new Error(`the server sent a message larger than ${Math.round(max / 1024 / 1024)} MB`));
+      this.#failure = new Error(`the server sent a message larger than ${formatBytes(max)}`);
+      this.onerror?.(this.#failure);
       this.#socket?.close(1000, 'message too big');
       this.#notifyClose();
       return;
