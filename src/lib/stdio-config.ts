@@ -49,13 +49,11 @@ export function parseStdioCommands(raw: string): StdioCommands | string {
   return { commands, env };
 }
 
-export interface StdioUser {
-  uid: number;
-  gid: number;
-}
+/** One user for every server, or a range of uids from which each running server gets its own. */
+export type StdioUser = { uid: number; gid: number } | { uidRange: { first: number; last: number } };
 
 /** Looks a user name up in a passwd(5) text. */
-function lookupUser(passwd: string, name: string): StdioUser | undefined {
+function lookupUser(passwd: string, name: string): { uid: number; gid: number } | undefined {
   for (const line of passwd.split('\n')) {
     const [user, , uid, gid] = line.split(':');
     if (user === name && uid !== undefined && gid !== undefined && /^\d+$/.test(uid) && /^\d+$/.test(gid)) {
@@ -83,7 +81,16 @@ export function resolveStdioUser(
   }
   if (!stdioEnabled && raw === undefined) return undefined;
   const wanted = raw ?? 'nobody';
-  let user: StdioUser | undefined;
+  const range = /^(\d+)-(\d+)$/.exec(wanted);
+  if (range) {
+    const first = Number(range[1]);
+    const last = Number(range[2]);
+    if (first < 1 || last < first || last > 4_294_967_294) {
+      return 'must be a uid range FIRST-LAST with 0 < FIRST <= LAST < 4294967295';
+    }
+    return { uidRange: { first, last } };
+  }
+  let user: { uid: number; gid: number } | undefined;
   const ids = /^(\d+):(\d+)$/.exec(wanted);
   if (ids) user = { uid: Number(ids[1]), gid: Number(ids[2]) };
   else {
@@ -98,7 +105,7 @@ export function resolveStdioUser(
   if (!user) {
     return raw === undefined
       ? 'is needed: the service runs as root and has no user "nobody" to start stdio servers as; name an unprivileged user or uid:gid'
-      : `names no user of this system ("${wanted}"); give a user name or uid:gid`;
+      : `names no user of this system ("${wanted}"); give a user name, uid:gid or a uid range FIRST-LAST`;
   }
   if (user.uid === 0 || user.gid === 0) return 'must be an unprivileged user, not root (uid or gid 0)';
   return user;

@@ -57,6 +57,7 @@ function script(prompt: string, request: ModelRequest): ModelReply {
 }
 
 interface Probe {
+  pid: number;
   uid: number;
   gid: number;
   cwd: string;
@@ -201,7 +202,7 @@ describe('stdio sources: the environment and the user a server gets', () => {
     const seen = await probe(source.id);
     assert.notEqual(seen.uid, 0);
     assert.notEqual(seen.gid, 0);
-    assert.equal(seen.uid, svc.config.stdioUser?.uid);
+    assert.deepEqual(svc.config.stdioUser, { uid: seen.uid, gid: seen.gid });
     const environ = Object.entries(seen.reach).find(([path]) => path.endsWith('/environ'));
     assert.deepEqual(environ?.[1], { ok: false, code: 'EACCES' }, "the service's /proc/<pid>/environ");
     if (TEST_DATABASE_URL) {
@@ -212,6 +213,62 @@ describe('stdio sources: the environment and the user a server gets', () => {
       assert.deepEqual(seen.reach[dataDir], { ok: false, code: 'EACCES' }, 'the data directory');
       assert.deepEqual(seen.reach[join(dataDir, 'secret.key')], { ok: false, code: 'EACCES' }, 'secret.key');
     }
+  });
+
+  test("with a uid range in SVC_STDIO_USER, servers running at once get uids of their own and cannot read each other's environment", {
+    skip: isRoot ? false : 'the service does not run as root here: there is no other user to switch to',
+  }, async () => {
+    const secret = `other-organization-token-${randomUUID()}`;
+    const server = (args: string[], env: Record<string, string>): SourceToConnect => ({
+      id: randomUUID(),
+      slug: 'probe',
+      name: 'Probe',
+      type: 'mcp',
+      config: { transport: 'stdio', command: 'node', args: [PROBE_SERVER, ...args] },
+      authType: null,
+      authConfig: null,
+      secrets: { env, credentials: {} },
+    });
+    /** Starts a server whose environment holds the secret, then another one that tries to read it. */
+    async function neighbours(user: string | undefined) {
+      const config = loadConfig({
+        SVC_STDIO_COMMANDS: 'node[TOKEN]',
+        PATH: NODE_DIR,
+        ...(user && { SVC_STDIO_USER: user }),
+      });
+      const open = async (source: SourceToConnect) => {
+        const result = await connectSource(source, {
+          config,
+          fetch: outboundFetch({ allowPrivateUrls: false }),
+          timeoutMs: 15_000,
+          signal: new AbortController().signal,
+        });
+        assert.ok(result.ok, !result.ok ? result.message : '');
+        const called = await result.connection.call('probe', {}, new AbortController().signal);
+        assert.ok(called.ok);
+        return { connection: result.connection, seen: JSON.parse(called.text) as Probe };
+      };
+      const victim = await open(server([], { TOKEN: secret }));
+      const reader = await open(server([`/proc/${victim.seen.pid}/environ`], {}));
+      await Promise.all([victim.connection.close(), reader.connection.close()]);
+      return { victim: victim.seen, reader: reader.seen };
+    }
+
+    const ranged = await neighbours('200000-200999');
+    for (const seen of [ranged.victim, ranged.reader]) {
+      assert.ok(seen.uid >= 200000 && seen.uid <= 200999, `uid ${seen.uid} in the range`);
+      assert.equal(seen.gid, seen.uid);
+    }
+    assert.notEqual(ranged.reader.uid, ranged.victim.uid);
+    assert.deepEqual(ranged.reader.reach[`/proc/${ranged.victim.pid}/environ`], {
+      ok: false,
+      code: 'EACCES',
+    });
+
+    // The reason for the range: under one shared user (the default, nobody) they can.
+    const shared = await neighbours(undefined);
+    assert.equal(shared.reader.uid, shared.victim.uid);
+    assert.equal(shared.reader.reach[`/proc/${shared.victim.pid}/environ`]?.ok, true);
   });
 
   test('SVC_STDIO_COMMANDS and SVC_STDIO_USER refuse what would defeat them at start', () => {
@@ -235,6 +292,8 @@ describe('stdio sources: the environment and the user a server gets', () => {
         0,
       ],
       [{ SVC_STDIO_COMMANDS: 'node', SVC_STDIO_USER: 'nosuchuser' }, /SVC_STDIO_USER names no user/, 0],
+      [{ SVC_STDIO_COMMANDS: 'node', SVC_STDIO_USER: '0-100' }, /SVC_STDIO_USER must be a uid range/, 0],
+      [{ SVC_STDIO_COMMANDS: 'node', SVC_STDIO_USER: '300-200' }, /SVC_STDIO_USER must be a uid range/, 0],
       [
         { SVC_STDIO_COMMANDS: 'node', SVC_STDIO_USER: 'svc' },
         /SVC_STDIO_USER can only be set when the service runs as root/,
@@ -261,6 +320,9 @@ describe('stdio sources: the environment and the user a server gets', () => {
       undefined,
       'a non-root service keeps its user',
     );
+    assert.deepEqual(load({ SVC_STDIO_COMMANDS: 'node', SVC_STDIO_USER: '200000-265535' }).stdioUser, {
+      uidRange: { first: 200000, last: 265535 },
+    });
     assert.equal(load({}).stdioUser, undefined, 'no stdio commands, no user needed');
   });
 });

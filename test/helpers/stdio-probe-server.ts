@@ -45,6 +45,7 @@ server.registerTool('probe', { description: 'What this server runs as and can re
     });
   }
   const report = {
+    pid: process.pid,
     uid: process.getuid?.(),
     gid: process.getgid?.(),
     cwd: process.cwd(),

@@ -11,6 +11,8 @@ import { delimiter, dirname, isAbsolute, join } from 'node:path';
 import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { StdioUser } from '../../../lib/stdio-config.ts';
+import { claimStdioUser } from './stdio-users.ts';
 
 /** Where commands are looked up when the caller gives no search path. */
 export const DEFAULT_SEARCH_PATH = '/usr/local/bin:/usr/bin:/bin';
@@ -32,8 +34,8 @@ export interface StdioTransportOptions {
    * and LANG, and may replace them when the operator allowed those names.
    */
   env: Readonly<Record<string, string>>;
-  /** Start the server as this user (the service runs as root); undefined keeps the service's user. */
-  user?: { uid: number; gid: number } | undefined;
+  /** Start the server as this user, or one of this range (the service runs as root); undefined keeps the service's user. */
+  user?: StdioUser | undefined;
   /** The service's PATH, where a bare command name is looked up. */
   searchPath?: string;
   /** One message line larger than this (no newline yet) kills the server. */
@@ -114,6 +116,7 @@ export class StdioMcpTransport implements Transport {
   readonly #readBuffer: ReadBuffer;
   #child: ChildProcessWithoutNullStreams | undefined;
   #dir: string | undefined;
+  #releaseUser: (() => void) | undefined;
   #stdoutBytes = 0;
   #stderr: Buffer = Buffer.alloc(0);
   #exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
@@ -162,7 +165,14 @@ export class StdioMcpTransport implements Transport {
           : `command "${command}" was not found in the service's PATH (${searchPath})`,
       );
     }
-    const { user } = this.#options;
+    const user = this.#options.user && claimStdioUser(this.#options.user);
+    if (this.#options.user && !user) {
+      throw new StdioServerError(
+        'spawn_failed',
+        'every uid of the SVC_STDIO_USER range is in use; try again later',
+      );
+    }
+    this.#releaseUser = user?.release;
     this.#dir = await mkdtemp(join(tmpdir(), 'svc-mcp-'));
     liveDirs.add(this.#dir);
     // The server's working directory and HOME: its own, so it can write there as the user it runs as.
@@ -307,6 +317,9 @@ export class StdioMcpTransport implements Transport {
   }
 
   async #removeDir(): Promise<void> {
+    // The server and its directory are gone: its uid may serve another one.
+    this.#releaseUser?.();
+    this.#releaseUser = undefined;
     const dir = this.#dir;
     if (!dir) return;
     await rm(dir, { recursive: true, force: true }).catch(() => {});
