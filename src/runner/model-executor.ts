@@ -152,12 +152,14 @@ async function toolLoop(client: ModelClient, input: LoopInput): Promise<RunResul
       }
 
       messages.push({ role: 'assistant', content: answer.message.content ?? null, tool_calls: calls });
-      // The calls of one step are independent (the model asked for them together): run them at once.
-      const results = await Promise.all(
-        calls.map((c) => toolbox.call(c.function.name, c.function.arguments, signal)),
+      // The calls of one step are independent (the model asked for them together): run them at
+      // once, a few at a time (Toolbox.callAll).
+      const results = await toolbox.callAll(
+        calls.map((c) => c.function),
+        signal,
       );
       calls.forEach((c, i) => {
-        messages.push({ role: 'tool', tool_call_id: c.id, content: results[i]?.text ?? '' });
+        messages.push({ role: 'tool', tool_call_id: c.id, content: results[i] ?? '' });
       });
     }
   } catch (err) {

@@ -6,6 +6,14 @@ import type { ChatCompletionTool } from 'openai/resources/chat/completions';
 import { capText, type ToolConnection, type ToolDefinition } from './tools/types.ts';
 
 const MAX_NAME = 64;
+/**
+ * Characters of all the tool results of one answer together. Each result is cut at
+ * MAX_TOOL_OUTPUT_CHARS, but an answer may hold up to 128 calls, and every result is sent again
+ * with each later step: past this budget the longest results are cut to an equal share.
+ */
+export const MAX_TOOL_RESULTS_CHARS_PER_ANSWER = 400_000;
+/** Tool calls of one answer running at once: each may hold an answer of up to 4 MiB meanwhile. */
+export const TOOL_CALLS_AT_ONCE = 8;
 
 /** The name a tool is offered under, before clash handling. */
 export function exposedToolName(sourceSlug: string, toolName: string): string {
@@ -53,6 +61,26 @@ export class Toolbox {
   }
 
   /**
+   * Runs the tool calls of one answer, TOOL_CALLS_AT_ONCE at a time, and gives their texts in
+   * order, within MAX_TOOL_RESULTS_CHARS_PER_ANSWER together.
+   */
+  async callAll(
+    calls: readonly { name: string; arguments: string }[],
+    signal: AbortSignal,
+  ): Promise<string[]> {
+    const texts: string[] = new Array(calls.length).fill('');
+    let next = 0;
+    const lane = async () => {
+      for (let i = next++; i < calls.length; i = next++) {
+        const call = calls[i] as { name: string; arguments: string };
+        texts[i] = (await this.call(call.name, call.arguments, signal)).text;
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(TOOL_CALLS_AT_ONCE, calls.length) }, lane));
+    return withinBudget(texts, MAX_TOOL_RESULTS_CHARS_PER_ANSWER);
+  }
+
+  /**
    * Runs one tool call of the model and gives the text to send back. Nothing here fails the
    * run: an unknown tool, arguments that are not a JSON object or a tool's own error are told
    * to the model, which can correct itself.
@@ -86,4 +114,24 @@ export class Toolbox {
       };
     }
   }
+}
+
+/**
+ * The texts cut so that together they hold at most `budget` characters: the shorter ones are
+ * kept whole, and the rest share what is left equally (each cut is marked).
+ */
+export function withinBudget(texts: readonly string[], budget: number): string[] {
+  const total = texts.reduce((sum, t) => sum + t.length, 0);
+  if (total <= budget) return [...texts];
+  const out = [...texts];
+  let left = budget;
+  let remaining = texts.length;
+  const byLength = texts.map((_, i) => i).sort((a, b) => (texts[a]?.length ?? 0) - (texts[b]?.length ?? 0));
+  for (const i of byLength) {
+    const text = texts[i] ?? '';
+    const share = Math.floor(left / remaining--);
+    out[i] = text.length <= share ? text : capText(text, share);
+    left -= Math.min(text.length, share);
+  }
+  return out;
 }

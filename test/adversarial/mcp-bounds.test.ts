@@ -39,16 +39,28 @@ const schemaOf = (bytes: number) => ({ type: 'object', properties: {}, descripti
  * A stateless Streamable HTTP MCP server (the SDK's low-level Server) with these tools; every
  * call answers `callText`. `json`: answers as JSON bodies, otherwise as event streams.
  */
-async function startServer(tools: Tool[], options: { json: boolean; callText?: string }) {
+interface ServerOptions {
+  json: boolean;
+  callText?: string;
+  /** Each call takes this long; `calls` records how many ran at once at most. */
+  callDelayMs?: number;
+  calls?: { inFlight: number; most: number };
+}
+
+async function startServer(tools: Tool[], options: ServerOptions) {
   const http = createServer(async (req, res) => {
     if (req.method !== 'POST') return void res.writeHead(405).end();
     let body = '';
     for await (const chunk of req) body += chunk;
     const server = new Server({ name: 'big', version: '1.0.0' }, { capabilities: { tools: {} } });
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
-    server.setRequestHandler(CallToolRequestSchema, async () => ({
-      content: [{ type: 'text', text: options.callText ?? 'ok' }],
-    }));
+    server.setRequestHandler(CallToolRequestSchema, async () => {
+      const calls = options.calls;
+      if (calls) calls.most = Math.max(calls.most, ++calls.inFlight);
+      await new Promise((resolve) => setTimeout(resolve, options.callDelayMs ?? 0));
+      if (calls) calls.inFlight--;
+      return { content: [{ type: 'text', text: options.callText ?? 'ok' }] };
+    });
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: undefined,
       enableJsonResponse: options.json,
@@ -95,10 +107,17 @@ async function startWsServer(tools: Tool[]) {
 
 const smallTool = (i: number): Tool => ({ name: `tool_${i}`, inputSchema: { type: 'object' } });
 
-/** The model stand-in: calls `big__fetch` once, then answers with what the call gave. */
-function model(request: ModelRequest): ModelReply {
+const MANY = 20;
+
+/**
+ * The model stand-in: calls `big__fetch` once (or, for the prompt "many fetches", MANY times in
+ * one answer), then answers with what the first call gave.
+ */
+function model(prompt: string, request: ModelRequest): ModelReply {
   const toolMessage = request.body.messages.find((m) => m.role === 'tool');
-  if (!toolMessage) return { toolCalls: [{ name: 'big__fetch', arguments: {} }] };
+  const times = prompt === 'many fetches' ? MANY : 1;
+  if (!toolMessage)
+    return { toolCalls: Array.from({ length: times }, () => ({ name: 'big__fetch', arguments: {} })) };
   return { content: `The tool said: ${(toolMessage.content ?? '').slice(0, 300)}` };
 }
 
@@ -110,7 +129,7 @@ describe('MCP answers past the bounds', () => {
   const servers: Array<{ close(): Promise<void> }> = [];
 
   before(async () => {
-    ({ svc, model: modelServer } = await startWorkerService((_p, _i, req) => model(req), {
+    ({ svc, model: modelServer } = await startWorkerService((prompt, _i, req) => model(prompt, req), {
       SVC_ALLOW_PRIVATE_URLS: 'true',
     }));
   });
@@ -121,7 +140,7 @@ describe('MCP answers past the bounds', () => {
   });
 
   /** A source for a new server with these tools; returns its id. */
-  async function sourceFor(tools: Tool[], options: { json: boolean; callText?: string }) {
+  async function sourceFor(tools: Tool[], options: ServerOptions) {
     const server = await startServer(tools, options);
     servers.push(server);
     org = await svc.createOrg();
@@ -141,8 +160,8 @@ describe('MCP answers past the bounds', () => {
     return res.body as { success: boolean; message: string; tools?: unknown[] };
   }
 
-  async function runWith(sourceId: string) {
-    const task = await newTask(svc, org, { sourceIds: [sourceId] });
+  async function runWith(sourceId: string, prompt?: string) {
+    const task = await newTask(svc, org, { sourceIds: [sourceId], ...(prompt && { prompt }) });
     return finishedRun(svc, org, await runNow(svc, org, task.id), 30_000);
   }
 
@@ -225,5 +244,29 @@ describe('MCP answers past the bounds', () => {
       run.output,
       /^The tool said: Error: tool fetch failed: .*the server sent a message larger than 4 MiB/,
     );
+  });
+
+  test(`the results of ${MANY} calls in one answer are read 8 at a time and cut to 400,000 characters together`, async () => {
+    const calls = { inFlight: 0, most: 0 };
+    const id = await sourceFor([{ name: 'fetch', inputSchema: { type: 'object' } }], {
+      json: true,
+      callText: 'z'.repeat(100_000),
+      callDelayMs: 50,
+      calls,
+    });
+    const run = await runWith(id, 'many fetches');
+    assert.equal(run.status, 'completed', JSON.stringify(run).slice(0, 500));
+    assert.equal(calls.most, 8, 'at most 8 calls of one answer at once');
+    const followUp = modelServer.requests.find(
+      (r) =>
+        r.body.messages.some((m) => m.role === 'user' && m.content === 'many fetches') &&
+        r.body.messages.some((m) => m.role === 'tool'),
+    );
+    const results = followUp?.body.messages.filter((m) => m.role === 'tool') ?? [];
+    assert.equal(results.length, MANY);
+    const total = results.reduce((sum, m) => sum + (m.content ?? '').length, 0);
+    // Each result is cut to an equal share, its marker (a few dozen characters) on top.
+    assert.ok(total <= 400_000 + MANY * 64, `${total} characters of tool results`);
+    for (const m of results) assert.match(m.content ?? '', /\n\[output cut at 20000 characters\]$/);
   });
 });
