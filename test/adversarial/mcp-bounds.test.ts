@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { dirname } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -105,6 +106,57 @@ async function startWsServer(tools: Tool[]) {
   };
 }
 
+const NODE_DIR = dirname(process.execPath);
+
+/**
+ * `node` arguments of a stdio MCP server (the official SDK): `huge-schema` lists a tool whose
+ * schema is 5 MB (one line of 5 MB on stdout); `flood` has a tool `fetch` that writes 70 log
+ * messages of 1 MiB before it answers (70 MiB in all).
+ */
+function stdioArgs(mode: 'huge-schema' | 'flood'): string[] {
+  const script = `
+    import { Server } from ${JSON.stringify(import.meta.resolve('@modelcontextprotocol/sdk/server/index.js'))};
+    import { StdioServerTransport } from ${JSON.stringify(import.meta.resolve('@modelcontextprotocol/sdk/server/stdio.js'))};
+    import { CallToolRequestSchema, ListToolsRequestSchema } from ${JSON.stringify(import.meta.resolve('@modelcontextprotocol/sdk/types.js'))};
+    const mode = process.argv.at(-1);
+    const server = new Server({ name: 'big', version: '1.0.0' }, { capabilities: { tools: {}, logging: {} } });
+    const schema = mode === 'huge-schema' ? { type: 'object', description: 'd'.repeat(5_000_000) } : { type: 'object' };
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [{ name: 'fetch', inputSchema: schema }] }));
+    server.setRequestHandler(CallToolRequestSchema, async () => {
+      for (let i = 0; i < 70; i++)
+        await server.notification({ method: 'notifications/message', params: { level: 'info', data: 'f'.repeat(1 << 20) } });
+      return { content: [{ type: 'text', text: 'done' }] };
+    });
+    await server.connect(new StdioServerTransport());
+  `;
+  return ['--input-type=module', '-e', script, '--', mode];
+}
+
+/** An HTTP API without an OpenAPI document whose /endless answers forever; /openapi-3mb.json is a 3 MB document. */
+async function startApi() {
+  const http = createServer((req, res) => {
+    if (req.url === '/openapi-3mb.json') {
+      const paths = { '/x': { get: { description: 'x'.repeat(3_000_000), responses: {} } } };
+      return void res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ openapi: '3.0.0', info: { title: 'big', version: '1' }, paths }));
+    }
+    if (req.url !== '/endless') return void res.writeHead(404).end();
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    const timer = setInterval(() => res.write('e'.repeat(64 * 1024)), 5);
+    res.on('close', () => clearInterval(timer));
+  });
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(http.address() as AddressInfo).port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        http.closeAllConnections();
+        http.close(() => resolve());
+      }),
+  };
+}
+
 const smallTool = (i: number): Tool => ({ name: `tool_${i}`, inputSchema: { type: 'object' } });
 
 const MANY = 20;
@@ -116,6 +168,8 @@ const MANY = 20;
 function model(prompt: string, request: ModelRequest): ModelReply {
   const toolMessage = request.body.messages.find((m) => m.role === 'tool');
   const times = prompt === 'many fetches' ? MANY : 1;
+  if (!toolMessage && prompt === 'api endless')
+    return { toolCalls: [{ name: 'big__http_request', arguments: { path: '/endless' } }] };
   if (!toolMessage)
     return { toolCalls: Array.from({ length: times }, () => ({ name: 'big__fetch', arguments: {} })) };
   return { content: `The tool said: ${(toolMessage.content ?? '').slice(0, 300)}` };
@@ -131,6 +185,8 @@ describe('MCP answers past the bounds', () => {
   before(async () => {
     ({ svc, model: modelServer } = await startWorkerService((prompt, _i, req) => model(prompt, req), {
       SVC_ALLOW_PRIVATE_URLS: 'true',
+      SVC_STDIO_COMMANDS: 'node',
+      PATH: NODE_DIR,
     }));
   });
   after(async () => {
@@ -143,14 +199,14 @@ describe('MCP answers past the bounds', () => {
   async function sourceFor(tools: Tool[], options: ServerOptions) {
     const server = await startServer(tools, options);
     servers.push(server);
+    return sourceWith('mcp', { transport: 'http', url: server.url });
+  }
+
+  /** A source "big" of this type and config, in a new organization. */
+  async function sourceWith(type: 'mcp' | 'api', config: Record<string, unknown>) {
     org = await svc.createOrg();
     await unlimited(svc, org);
-    const source = await create(svc, org, 'sources', {
-      type: 'mcp',
-      name: 'Big',
-      slug: 'big',
-      config: { transport: 'http', url: server.url },
-    });
+    const source = await create(svc, org, 'sources', { type, name: 'Big', slug: 'big', config });
     return source.id as string;
   }
 
@@ -268,5 +324,47 @@ describe('MCP answers past the bounds', () => {
     // Each result is cut to an equal share, its marker (a few dozen characters) on top.
     assert.ok(total <= 400_000 + MANY * 64, `${total} characters of tool results`);
     for (const m of results) assert.match(m.content ?? '', /\n\[output cut at 20000 characters\]$/);
+  });
+
+  test('over stdio, a 5 MB line listing the tools fails the test, naming the 4 MiB bound', async () => {
+    const id = await sourceWith('mcp', { command: 'node', args: stdioArgs('huge-schema') });
+    const result = await testSource(id);
+    assert.equal(result.success, false, JSON.stringify(result).slice(0, 300));
+    assert.match(result.message, /the server sent a message line larger than 4 MiB/);
+  });
+
+  test('over stdio, a call that writes 70 MiB is stopped at 64 MiB and fails as the tool result', async () => {
+    const id = await sourceWith('mcp', { command: 'node', args: stdioArgs('flood') });
+    const run = await runWith(id);
+    assert.equal(run.status, 'completed', JSON.stringify(run).slice(0, 500));
+    assert.match(
+      run.output,
+      /^The tool said: Error: tool fetch failed: .*the server wrote more than 64 MiB to stdout/,
+    );
+  });
+
+  test('an api source reads 1 MiB of an endless answer and the model reads 100,000 characters of it', async () => {
+    const api = await startApi();
+    servers.push(api);
+    const id = await sourceWith('api', { baseUrl: api.url });
+    const run = await runWith(id, 'api endless');
+    assert.equal(run.status, 'completed', JSON.stringify(run).slice(0, 500));
+    const followUp = modelServer.requests.find(
+      (r) =>
+        r.body.messages.some((m) => m.role === 'user' && m.content === 'api endless') &&
+        r.body.messages.some((m) => m.role === 'tool'),
+    );
+    const result = followUp?.body.messages.find((m) => m.role === 'tool')?.content ?? '';
+    assert.ok(result.startsWith('HTTP 200\neeee'), result.slice(0, 100));
+    assert.ok(result.endsWith('\n[output cut at 100000 characters]'), result.slice(-100));
+  });
+
+  test('an api source whose OpenAPI document is over 2 MiB fails the test, naming the bound', async () => {
+    const api = await startApi();
+    servers.push(api);
+    const id = await sourceWith('api', { baseUrl: api.url, openapiUrl: `${api.url}/openapi-3mb.json` });
+    const result = await testSource(id);
+    assert.equal(result.success, false, JSON.stringify(result).slice(0, 300));
+    assert.match(result.message, /the OpenAPI document at .* cannot be used: it is larger than 2 MB/);
   });
 });

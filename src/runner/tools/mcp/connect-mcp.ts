@@ -107,6 +107,8 @@ async function connectStdio(
     user: options.config.stdioUser,
   });
   const exited = () => {
+    // Killed by the transport for its output: that is the reason, not the kill.
+    if (transport.failure) return transport.failure.message;
     const status = transport.unaskedExit;
     if (!status) return undefined;
     const how = status.signal ? `was killed by ${status.signal}` : `exited with code ${status.code}`;

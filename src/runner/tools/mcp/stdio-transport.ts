@@ -12,6 +12,8 @@ import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/s
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { StdioUser } from '../../../lib/stdio-config.ts';
+import { formatBytes } from '../../capped-response.ts';
+import { MAX_MCP_MESSAGE_BYTES } from '../tool-bounds.ts';
 import { claimStdioUser } from './stdio-users.ts';
 
 /** Where commands are looked up when the caller gives no search path. */
@@ -128,7 +130,7 @@ export class StdioMcpTransport implements Transport {
 
   constructor(options: StdioTransportOptions) {
     this.#options = options;
-    this.#readBuffer = new ReadBuffer({ maxBufferSize: options.maxLineBytes ?? 4 * 1024 * 1024 });
+    this.#readBuffer = new ReadBuffer({ maxBufferSize: options.maxLineBytes ?? MAX_MCP_MESSAGE_BYTES });
   }
 
   /** The process id (also its process group id), once started. */
@@ -281,13 +283,15 @@ export class StdioMcpTransport implements Transport {
     this.#stdoutBytes += chunk.length;
     const maxTotal = this.#options.maxTotalBytes ?? 64 * 1024 * 1024;
     if (this.#stdoutBytes > maxTotal) {
-      this.#fail(`the server wrote more than ${Math.round(maxTotal / 1024 / 1024)} MB to stdout`);
+      this.#fail(`the server wrote more than ${formatBytes(maxTotal)} to stdout`);
       return;
     }
     try {
       this.#readBuffer.append(chunk);
     } catch {
-      this.#fail('the server sent a message line larger than the limit');
+      this.#fail(
+        `the server sent a message line larger than ${formatBytes(this.#options.maxLineBytes ?? MAX_MCP_MESSAGE_BYTES)}`,
+      );
       return;
     }
     for (;;) {
