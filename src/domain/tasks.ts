@@ -330,7 +330,12 @@ export async function deleteTaskOf(
   organizationId: string,
   id: string,
 ): Promise<void> {
-  if (!(await deleteTask(deps.db, organizationId, id))) throw errors.notFound('Task');
+  const deleted = await deleteTask(deps.db, organizationId, id);
+  if (!deleted) throw errors.notFound('Task');
+  // A running run deleted with its task frees its organization's place under the concurrency
+  // limit now (its worker learns it at its next heartbeat): the workers look again, after the
+  // delete has committed.
+  if (deleted.hadRunning) await notify(deps.db, 'svc_runs');
 }
 
 /**

@@ -82,3 +82,71 @@ describe(`no run waits for a poll (${backendName})`, () => {
     }
   });
 });
+
+describe(`a place freed by a deletion is taken at once (${backendName})`, () => {
+  let svc: TestService;
+  let model: ModelServer;
+  let org: Org;
+  before(async () => {
+    ({ svc, model } = await startWorkerService(
+      (prompt) => (prompt.startsWith('hang') ? { hang: true } : {}),
+      {
+        SVC_RUN_LEASE_SECONDS: String(POLL_SECONDS),
+        SVC_ORG_CONCURRENCY: String(ORG_CONCURRENCY),
+        SVC_SHUTDOWN_GRACE_SECONDS: '1',
+      },
+    ));
+    org = await svc.createOrg('paid');
+    await unlimited(svc, org);
+  });
+  after(async () => {
+    await svc.close();
+    await model.close();
+  });
+
+  test('deleting a task whose run is running lets a waiting run of the organization start without waiting for a heartbeat or the poll', async () => {
+    const { db } = svc.service.deps;
+    const hanging = [
+      await newTask(svc, org, { prompt: 'hang 1' }),
+      await newTask(svc, org, { prompt: 'hang 2' }),
+    ];
+    const hangingRuns: string[] = [];
+    for (const task of hanging) hangingRuns.push(await runNow(svc, org, task.id));
+    const leaseOf = async (runId: string) =>
+      (
+        await db.query<{ status: string; lease: Date | null }>(
+          'SELECT status, lease_expires_at AS lease FROM runs WHERE id = $1',
+          [runId],
+        )
+      )[0];
+    const firstLease = await waitFor('both hanging runs to be running', async () => {
+      const leases = await Promise.all(hangingRuns.map(leaseOf));
+      return leases.every((l) => l?.status === 'running') ? leases[0]?.lease : undefined;
+    });
+    const waiting = await newTask(svc, org);
+    const waitingRun = await runNow(svc, org, waiting.id);
+    // Right after a heartbeat (the lease was renewed), so the next one is a third of the lease
+    // period away: a run that waited for it would start about 10 s after the deletion.
+    const first = hangingRuns[0] as string;
+    await waitFor(
+      'a heartbeat',
+      async () => ((await leaseOf(first))?.lease?.getTime() !== firstLease?.getTime() ? true : undefined),
+      { timeoutMs: POLL_SECONDS * 1000 },
+    );
+    assert.equal((await leaseOf(waitingRun))?.status, 'pending', 'the organization is at its limit');
+    const deletedAt = Date.now();
+    const del = await svc.call({
+      method: 'DELETE',
+      url: `/api/svc/tasks/${hanging[0]?.id}`,
+      key: org.apiKey,
+    });
+    assert.equal(del.status, 204, del.raw);
+    await waitFor(
+      `the waiting run to start within ${MAX_GAP_MS / 1000} s of the deletion`,
+      async () => ((await leaseOf(waitingRun))?.status !== 'pending' ? true : undefined),
+      { timeoutMs: MAX_GAP_MS },
+    );
+    assert.ok(Date.now() - deletedAt < MAX_GAP_MS);
+    await svc.call({ method: 'DELETE', url: `/api/svc/tasks/${hanging[1]?.id}`, key: org.apiKey });
+  });
+});

@@ -105,12 +105,23 @@ export async function updateTask(
   await db.query(UPDATE_TASK, [organizationId, id, ...values(fields)]);
 }
 
-export async function deleteTask(db: Queryable, organizationId: string, id: string): Promise<boolean> {
-  const rows = await db.query('DELETE FROM tasks WHERE organization_id = $1 AND id = $2 RETURNING id', [
-    organizationId,
-    id,
-  ]);
-  return rows.length > 0;
+/**
+ * Deletes the task (its runs go with it). Returns undefined when there was no such task, else
+ * whether a run of it was running: deleting that run frees a place under the organization's
+ * concurrency limit. (The statement's snapshot still shows the runs the cascade deletes.)
+ */
+export async function deleteTask(
+  db: Queryable,
+  organizationId: string,
+  id: string,
+): Promise<{ hadRunning: boolean } | undefined> {
+  const [row] = await db.query<{ had_running: boolean }>(
+    `WITH gone AS (DELETE FROM tasks WHERE organization_id = $1 AND id = $2 RETURNING id)
+     SELECT EXISTS (SELECT 1 FROM runs r JOIN gone ON r.task_id = gone.id WHERE r.status = 'running') AS had_running
+       FROM gone`,
+    [organizationId, id],
+  );
+  return row && { hadRunning: row.had_running };
 }
 
 /** Locks the task row for the rest of the transaction (serialises concurrent edits of one task). */
