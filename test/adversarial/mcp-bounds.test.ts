@@ -365,6 +365,6 @@ describe('MCP answers past the bounds', () => {
     const id = await sourceWith('api', { baseUrl: api.url, openapiUrl: `${api.url}/openapi-3mb.json` });
     const result = await testSource(id);
     assert.equal(result.success, false, JSON.stringify(result).slice(0, 300));
-    assert.match(result.message, /the OpenAPI document at .* cannot be used: it is larger than 2 MB/);
+    assert.match(result.message, /the OpenAPI document at .* cannot be used: it is larger than 2 MiB/);
   });
 });

@@ -5,6 +5,7 @@
 // source's credentials are meant for.
 
 import { assertOutboundUrl, OutboundUrlError } from '../../lib/outbound.ts';
+import { formatBytes } from '../capped-response.ts';
 import { applySourceAuth } from './auth.ts';
 import {
   type ApiContext,
@@ -196,7 +197,7 @@ async function loadDocument(
     }
     if (!response.ok) return unusable(`HTTP ${response.status}`);
     const body = await readBodyText(response, MAX_DOCUMENT_BYTES);
-    if (body.truncated) return unusable(`it is larger than ${MAX_DOCUMENT_BYTES / 1024 / 1024} MB`);
+    if (body.truncated) return unusable(`it is larger than ${formatBytes(MAX_DOCUMENT_BYTES)}`);
     text = body.text;
   } catch (err) {
     const failure = describeFetchError(err, where, ctx.secrets);
