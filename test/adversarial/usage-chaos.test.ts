@@ -238,7 +238,8 @@ describe('the usage ledger under chaos', () => {
       }
     };
 
-    await Promise.all([drive(), injure()]);
+    // A failed fault must not leave the driver running (the test would never end).
+    await Promise.all([drive(), injure().finally(() => (stopDriving = true))]);
 
     // Everything settles: each remaining task's latest run has ended and nothing waits on the model.
     await waitFor(
