@@ -239,7 +239,13 @@ describe('the usage ledger under chaos', () => {
     };
 
     // A failed fault must not leave the driver running (the test would never end).
-    await Promise.all([drive(), injure().finally(() => (stopDriving = true))]);
+    await Promise.all([
+      drive(),
+      injure().catch((err: unknown) => {
+        stopDriving = true;
+        throw err;
+      }),
+    ]);
 
     // Everything settles: each remaining task's latest run has ended and nothing waits on the model.
     await waitFor(
