@@ -46,6 +46,9 @@ interface ServerOptions {
   /** Each call takes this long; `calls` records how many ran at once at most. */
   callDelayMs?: number;
   calls?: { inFlight: number; most: number };
+  /** Lists `tools` again on each of this many pages (names suffixed by the page), counting the requests in `lists`. */
+  pages?: number;
+  lists?: { count: number };
 }
 
 async function startServer(tools: Tool[], options: ServerOptions) {
@@ -54,7 +57,15 @@ async function startServer(tools: Tool[], options: ServerOptions) {
     let body = '';
     for await (const chunk of req) body += chunk;
     const server = new Server({ name: 'big', version: '1.0.0' }, { capabilities: { tools: {} } });
-    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+    server.setRequestHandler(ListToolsRequestSchema, async (request) => {
+      if (options.lists) options.lists.count++;
+      if (!options.pages) return { tools };
+      const page = Number(request.params?.cursor ?? 0);
+      return {
+        tools: tools.map((t) => ({ ...t, name: `${t.name}_p${page}` })),
+        ...(page + 1 < options.pages && { nextCursor: String(page + 1) }),
+      };
+    });
     server.setRequestHandler(CallToolRequestSchema, async () => {
       const calls = options.calls;
       if (calls) calls.most = Math.max(calls.most, ++calls.inFlight);
@@ -287,6 +298,16 @@ describe('MCP answers past the bounds', () => {
     });
     assert.equal(stored.status, 200, stored.raw);
     assert.ok(!stored.body.tools?.length, 'no oversized tool list was stored');
+  });
+
+  test('tools over many pages stop being read once they pass 1 MiB together', async () => {
+    const lists = { count: 0 };
+    const page = Array.from({ length: 20 }, (_, i) => ({ name: `t${i}`, inputSchema: schemaOf(60_000) }));
+    const id = await sourceFor(page, { json: true, pages: 64, lists });
+    const result = await testSource(id);
+    assert.equal(result.success, false);
+    assert.match(result.message, /add up to \d+ bytes, more than the 1 MiB a source's tools may have/);
+    assert.equal(lists.count, 1, 'no page read after the bound was passed');
   });
 
   test('a call answered with 10 MB fails promptly as the tool result, and the run completes', async () => {

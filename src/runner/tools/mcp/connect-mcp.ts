@@ -9,7 +9,12 @@ import type { FetchLike } from '../../../lib/outbound.ts';
 import { capResponse, formatBytes, type ResponseTooLargeError } from '../../capped-response.ts';
 import { applySourceAuth, withAuthQuery } from '../auth.ts';
 import { redact, redactExcerpt, secretValues } from '../redact.ts';
-import { MAX_MCP_MESSAGE_BYTES, MAX_TOOLS_PER_SOURCE } from '../tool-bounds.ts';
+import {
+  MAX_MCP_MESSAGE_BYTES,
+  MAX_SOURCE_TOOLS_BYTES,
+  MAX_TOOL_DEFINITION_BYTES,
+  MAX_TOOLS_PER_SOURCE,
+} from '../tool-bounds.ts';
 import {
   type ConnectErrorType,
   type ConnectOptions,
@@ -98,7 +103,8 @@ async function connectStdio(
   if (loader) return fail('refused', `config.env ${loader} ${LOADER_VARIABLE_MESSAGE}`);
   const allowed = options.config.stdioEnv?.get(command);
   const stranger = names.find((name) => !allowed?.has(name));
-  if (stranger !== undefined) return fail('refused', `config.env ${stranger} ${notAllowedMessage(command, allowed)}`);
+  if (stranger !== undefined)
+    return fail('refused', `config.env ${stranger} ${notAllowedMessage(command, allowed)}`);
   const transport = new StdioMcpTransport({
     command,
     args: source.config.args ?? [],
@@ -205,17 +211,28 @@ async function openClient(transport: Transport, options: ConnectOptions): Promis
     const names = new Set<string>();
     const cursors = new Set<string>();
     let cursor: string | undefined;
-    // One tool past the bound is kept: connectSource then fails the source, naming the bound.
-    for (let page = 0; page < MAX_TOOL_PAGES && tools.length <= MAX_TOOLS_PER_SOURCE; page++) {
+    let keptBytes = 0;
+    let largest = 0;
+    // Listing stops one tool, or one byte, past a bound of a source's tools: connectSource then
+    // fails the source naming the bound, and no more pages are read (or held) meanwhile.
+    const pastBounds = () =>
+      tools.length > MAX_TOOLS_PER_SOURCE ||
+      keptBytes > MAX_SOURCE_TOOLS_BYTES ||
+      largest > MAX_TOOL_DEFINITION_BYTES;
+    for (let page = 0; page < MAX_TOOL_PAGES && !pastBounds(); page++) {
       const result = await client.listTools(cursor === undefined ? undefined : { cursor }, requestOptions);
       for (const tool of result.tools) {
-        if (tools.length > MAX_TOOLS_PER_SOURCE || names.has(tool.name)) continue;
+        if (pastBounds() || names.has(tool.name)) continue;
         names.add(tool.name);
-        tools.push({
+        const definition: ToolDefinition = {
           name: tool.name,
           ...(tool.description === undefined ? {} : { description: tool.description }),
           inputSchema: tool.inputSchema as Record<string, unknown>,
-        });
+        };
+        tools.push(definition);
+        const size = Buffer.byteLength(JSON.stringify(definition));
+        keptBytes += size;
+        largest = Math.max(largest, size);
       }
       cursor = result.nextCursor;
       if (cursor === undefined || cursors.has(cursor)) break;
