@@ -2,13 +2,28 @@
 // it is in flight. Each test lets a run's first call (a tool call) be answered and charged,
 // holds its second call, and then does one thing to the run: deletes its task, takes its lease
 // away, stops its worker at the end of the grace period, or fails it after too many attempts.
-// The ledger, `GET /stats` and the run must then show what the provider stand-in sent.
+// The ledger, `GET /stats` and the run must then show what the provider stand-in sent. On
+// PostgreSQL, a second call is also answered while its worker cannot reach the database and
+// another worker takes the run over meanwhile.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
+import { TEST_DATABASE_URL } from '../helpers/db.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/process.ts';
 import { type Org, runNow } from '../helpers/runs.ts';
 import { startTestService, type TestService } from '../helpers/service.ts';
 import { waitFor } from '../helpers/wait.ts';
+import {
+  type Backend,
+  call,
+  createBackend,
+  createOrg,
+  createTask,
+  kill,
+  startTcpProxy,
+  type TcpProxy,
+  throughProxy,
+} from './fault-kit.ts';
 import { type CountingModel, startCountingModel } from './usage-kit.ts';
 
 const FIRST = { tokens: 1000, costUsd: 0.25 };
@@ -205,5 +220,105 @@ describe('usage of a model call is kept whatever happens to its run', () => {
     } finally {
       await s.close();
     }
+  });
+});
+
+describe('usage of a model call answered while the database is unreachable', {
+  skip:
+    !TEST_DATABASE_URL &&
+    'a database outage needs a PostgreSQL server behind a proxy (run with TEST_DATABASE_URL); the embedded database has no connection to lose',
+}, () => {
+  let backend: Backend;
+  let proxy: TcpProxy;
+  let model: CountingModel;
+  const processes: ServerProcess[] = [];
+  let release = () => {};
+  before(async () => {
+    backend = await createBackend();
+    const target = new URL(TEST_DATABASE_URL ?? '');
+    proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    let secondCalls = 0;
+    model = await startCountingModel(({ step }) =>
+      step === 1
+        ? { toolCall: true, totalTokens: FIRST.tokens, costUsd: FIRST.costUsd }
+        : {
+            toolCall: false,
+            totalTokens: SECOND.tokens,
+            costUsd: SECOND.costUsd,
+            ...(++secondCalls === 1 && { hold: held }),
+          },
+    );
+  });
+  after(async () => {
+    release();
+    for (const p of processes) await kill(p);
+    await proxy?.close();
+    await model?.close();
+    await backend?.dispose();
+  });
+
+  test('is recorded once the database is back, although another worker took the run over meanwhile', async () => {
+    const env = (key: string, url: string) => ({
+      ...backend.env,
+      DATABASE_URL: url,
+      SVC_MODEL_BASE_URL: model.url,
+      SVC_MODEL_API_KEY: key,
+      SVC_RUN_LEASE_SECONDS: '2',
+      SVC_ROLE: 'worker',
+    });
+    const api = await startServerProcess({ ...backend.env, SVC_ROLE: 'api' });
+    processes.push(api);
+    // The first worker reaches the database through the proxy, which the test cuts.
+    const cutOff = await startServerProcess(env('sk-cut-off', throughProxy(backend.url ?? '', proxy)));
+    processes.push(cutOff);
+    const org = await createOrg(api.url);
+    const task = await createTask(api.url, org);
+    const run = await call(api.url, 'POST', `/api/svc/tasks/${task.id}/run`, { key: org.apiKey });
+    assert.equal(run.status, 202);
+    await waitFor('the second call to be asked', async () => (model.received >= 2 ? true : undefined));
+
+    await proxy.cut();
+    // The second answer arrives while the worker cannot write it down.
+    release();
+    await waitFor('the held answer to be sent', async () =>
+      model.delivered.length === 2 ? true : undefined,
+    );
+    // Another worker, with a database connection, takes the run over once its lease expires
+    // and completes it (both calls again).
+    const other = await startServerProcess(env('sk-other', backend.url ?? ''));
+    processes.push(other);
+    await waitFor(
+      'the other worker to complete the run',
+      async () => {
+        const [row] = await backend.query<{ status: string }>('SELECT status FROM runs WHERE id = $1', [
+          run.body.id,
+        ]);
+        return row?.status === 'completed' ? true : undefined;
+      },
+      { timeoutMs: 20_000 },
+    );
+    assert.equal(model.delivered.length, 4);
+    await proxy.restore();
+
+    // The cut-off worker writes what it was answered once it can; nothing is counted twice.
+    const sent = model.totals();
+    const totals = async () => {
+      const [row] = await backend.query<{ tokens: number; cents: number }>(
+        'SELECT tokens_used AS tokens, cost_cents::float8 AS cents FROM usage_ledger WHERE run_id = $1',
+        [run.body.id],
+      );
+      return row;
+    };
+    await waitFor('the ledger to show every answer', async () =>
+      (await totals())?.tokens === sent.tokens ? true : undefined,
+    ).catch(() => undefined);
+    assert.deepEqual(await totals(), sent);
+    const stats = await call(api.url, 'GET', `/api/svc/stats?organizationId=${org.organizationId}`, {
+      key: org.apiKey,
+    });
+    assert.deepEqual({ tokens: stats.body.totalTokensUsed, cents: stats.body.totalCostCents }, sent);
   });
 });
