@@ -29,6 +29,19 @@ import type { CallUsage, RunExecutor, RunResult } from '../runner/executor.ts';
 /** How long a finished run's result is retried while the database is unreachable. */
 const RECORD_RETRY_MS = 10 * 60_000;
 
+/**
+ * Bounds on one model call's usage as recorded: a provider's figures are its own claims, and one
+ * that is not a number, negative or absurd must neither fail the write nor swell the bill.
+ */
+export const MAX_CALL_TOKENS = 10_000_000;
+export const MAX_CALL_COST_CENTS = 100_000;
+
+/** A figure as recorded: a finite number within [0, max], else 0 (not a number) or max. */
+function bounded(value: unknown, max: number): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) return 0;
+  return Math.min(value, max);
+}
+
 /** Why an execution was cut short. */
 type AbortReason = 'lease_lost' | 'shutdown' | 'timeout';
 
@@ -251,9 +264,20 @@ export class RunWorker {
     let result: RunResult | undefined;
     // What this execution put on the ledger, call by call (the model calls it paid for).
     const recorded = { tokensUsed: 0, costCents: 0 };
-    const recordUsage = async (usage: CallUsage) => {
-      recorded.tokensUsed += usage.tokensUsed;
-      recorded.costCents += usage.costCents;
+    const recordUsage = async (reported: CallUsage) => {
+      const usage = {
+        providerCallId: reported.providerCallId,
+        tokensUsed: Math.round(bounded(reported.tokensUsed, MAX_CALL_TOKENS)),
+        costCents: bounded(reported.costCents, MAX_CALL_COST_CENTS),
+      };
+      if (usage.tokensUsed !== reported.tokensUsed || usage.costCents !== reported.costCents) {
+        log.warn(
+          { runId: run.id, reported, recorded: usage },
+          'model call usage out of bounds; recorded within them',
+        );
+      }
+      recorded.tokensUsed += reported.tokensUsed;
+      recorded.costCents += reported.costCents;
       await this.#recordUsage(run, usage, signal);
     };
     // The plan's run limit was decided when the run was created (domain/run-limit.ts): a run
@@ -368,10 +392,11 @@ export class RunWorker {
     recorded: { tokensUsed: number; costCents: number },
     record: (usage: CallUsage) => Promise<void>,
   ): Promise<void> {
-    const tokensUsed = Math.max(0, Math.round(result.tokensUsed - recorded.tokensUsed));
+    // Not a number (the totals of a provider's nonsense figures) counts as nothing left.
+    const tokensUsed = Math.round(bounded(result.tokensUsed - recorded.tokensUsed, Number.MAX_VALUE));
     // Sums of fractional cents in another order differ in the last bits, not by a real amount.
-    const costCents =
-      result.costCents - recorded.costCents > 1e-9 ? result.costCents - recorded.costCents : 0;
+    const left = bounded(result.costCents - recorded.costCents, Number.MAX_VALUE);
+    const costCents = left > 1e-9 ? left : 0;
     if (tokensUsed > 0 || costCents > 0) {
       this.#deps.log.info({ runId: run.id, tokensUsed, costCents }, 'usage recorded from the run totals');
       await record({ providerCallId: null, tokensUsed, costCents });

@@ -223,6 +223,56 @@ describe('usage of a model call is kept whatever happens to its run', () => {
   });
 });
 
+test("a provider's usage figures that are not numbers, negative or absurd are recorded within bounds, and the run completes", async () => {
+  const model = await startCountingModel(({ step }) => {
+    // Not numbers, then negative (both count as nothing), then far beyond any real call.
+    const raw = [
+      { prompt_tokens: 'many', completion_tokens: {}, total_tokens: 'lots', cost: 'free' },
+      { prompt_tokens: -100, completion_tokens: -1, total_tokens: -101, cost: -2 },
+      { prompt_tokens: 1e15, completion_tokens: 1, total_tokens: 1e15 + 1, cost: 1e9 },
+    ][step - 1];
+    return { toolCall: step < 3, totalTokens: 0, costUsd: 0, ...(raw && { rawUsage: raw }) };
+  });
+  const svc = await startTestService({
+    startLoops: true,
+    env: { SVC_MODEL_BASE_URL: model.url, SVC_MODEL_API_KEY: 'sk-usage-bounds' },
+  });
+  try {
+    const org = await svc.createOrg('paid');
+    const task = await svc.call({
+      method: 'POST',
+      url: '/api/svc/tasks',
+      key: org.apiKey,
+      body: { organizationId: org.organizationId, name: 'Usage', prompt: 'Bounds', schedule: 'daily' },
+    });
+    assert.equal(task.status, 201, task.raw);
+    const runId = await runNow(svc, org, task.body.id);
+    const run = await waitFor('the run to end', async () => {
+      const res = await svc.call({ method: 'GET', url: `/api/svc/runs/${runId}`, key: org.apiKey });
+      return ['completed', 'failed'].includes(res.body.status) ? res.body : undefined;
+    });
+    assert.equal(run.status, 'completed', run.error);
+    assert.equal(model.delivered.length, 3);
+    // The last call at the bounds (docs/api.md, Limits); the first two count as nothing.
+    assert.deepEqual(
+      { tokens: run.tokensUsed, cents: run.costCents },
+      { tokens: 10_000_000, cents: 100_000 },
+    );
+    const stats = await svc.call({
+      method: 'GET',
+      url: `/api/svc/stats?organizationId=${org.organizationId}`,
+      key: org.apiKey,
+    });
+    assert.deepEqual(
+      { tokens: stats.body.totalTokensUsed, cents: stats.body.totalCostCents },
+      { tokens: 10_000_000, cents: 100_000 },
+    );
+  } finally {
+    await svc.close();
+    await model.close();
+  }
+});
+
 describe('usage of a model call answered while the database is unreachable', {
   skip:
     !TEST_DATABASE_URL &&

@@ -16,6 +16,8 @@ export interface Answer {
   delayMs?: number;
   /** Answer only once this settles. */
   hold?: Promise<unknown>;
+  /** The usage object sent instead of one made from the figures above (which still count). */
+  rawUsage?: Record<string, unknown>;
 }
 
 export interface AskedRequest {
@@ -163,7 +165,7 @@ function writeAnswer(res: ServerResponse, id: string, model: string, a: Answer):
     res.write(event(choice({ content: `Answer ${id}` }, null)));
     res.write(event(choice({}, 'stop')));
   }
-  const usage = {
+  const usage = a.rawUsage ?? {
     prompt_tokens: a.totalTokens - 1,
     completion_tokens: 1,
     total_tokens: a.totalTokens,

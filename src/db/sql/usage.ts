@@ -46,7 +46,8 @@ export async function recordModelCall(db: Queryable, call: ModelCallUsage): Prom
        ON CONFLICT (id) DO NOTHING
        RETURNING run_id, tokens_used, cost_cents
      )
-     UPDATE usage_ledger u SET tokens_used = u.tokens_used + call.tokens_used,
+     -- A run's tokens stop at the column's maximum rather than fail the write.
+     UPDATE usage_ledger u SET tokens_used = least(u.tokens_used::bigint + call.tokens_used, 2147483647),
             cost_cents = u.cost_cents + call.cost_cents
        FROM call WHERE u.run_id = call.run_id
      RETURNING u.run_id`,
