@@ -91,6 +91,8 @@ export function modelExecutor(deps: ExecutorDeps): RunExecutor {
       const opened = sources.length > 0 ? await openRunSources(deps, sources, signal) : undefined;
       if (opened && !opened.ok) return failure(sourceFailure(opened.errorType), opened.message);
       try {
+        const tooMany = opened?.toolbox.boundsProblem();
+        if (tooMany) return failure('invalid_task', tooMany);
         return await toolLoop(client, {
           routerModelId: model.routerModelId,
           cost: (usage) =>

@@ -12,6 +12,12 @@ const MAX_NAME = 64;
  * with each later step: past this budget the longest results are cut to an equal share.
  */
 export const MAX_TOOL_RESULTS_CHARS_PER_ANSWER = 400_000;
+/**
+ * Tools offered in one run, and their definitions together as JSON: every one is sent with each
+ * model request. A source alone may have 256 tools and 1 MiB; a task may have 50 sources.
+ */
+export const MAX_TOOLS_PER_RUN = 512;
+export const MAX_RUN_TOOLS_BYTES = 4 * 1024 * 1024;
 /** Tool calls of one answer running at once: each may hold an answer of up to 4 MiB meanwhile. */
 export const TOOL_CALLS_AT_ONCE = 8;
 
@@ -46,6 +52,18 @@ export class Toolbox {
 
   get size(): number {
     return this.#entries.size;
+  }
+
+  /** Why these tools are too many or too large to offer in one run, or undefined. */
+  boundsProblem(): string | undefined {
+    if (this.#entries.size > MAX_TOOLS_PER_RUN) {
+      return `The task's sources offer ${this.#entries.size} tools, more than the ${MAX_TOOLS_PER_RUN} a run can offer the model; detach some sources`;
+    }
+    const bytes = Buffer.byteLength(JSON.stringify(this.definitions()));
+    if (bytes > MAX_RUN_TOOLS_BYTES) {
+      return `The task's sources' tools take ${bytes} bytes, more than the ${MAX_RUN_TOOLS_BYTES / 1024 / 1024} MiB a run can send the model with each request; detach some sources`;
+    }
+    return undefined;
   }
 
   /** The `tools` of a Chat Completions request. */

@@ -388,4 +388,46 @@ describe('MCP answers past the bounds', () => {
     assert.equal(result.success, false, JSON.stringify(result).slice(0, 300));
     assert.match(result.message, /the OpenAPI document at .* cannot be used: it is larger than 2 MiB/);
   });
+
+  /** Runs a task with one source per tool list, each its own server; the run and the model requests for it. */
+  async function runWithSources(lists: Tool[][], prompt: string) {
+    org = await svc.createOrg();
+    await unlimited(svc, org);
+    const sourceIds: string[] = [];
+    for (const [i, tools] of lists.entries()) {
+      const server = await startServer(tools, { json: true });
+      servers.push(server);
+      const source = await create(svc, org, 'sources', {
+        type: 'mcp',
+        name: `Source ${i}`,
+        slug: `source-${i}`,
+        config: { transport: 'http', url: server.url },
+      });
+      sourceIds.push(source.id);
+    }
+    const task = await newTask(svc, org, { sourceIds, prompt });
+    const run = await finishedRun(svc, org, await runNow(svc, org, task.id), 30_000);
+    const asked = modelServer.requests.filter((r) =>
+      r.body.messages.some((m) => m.role === 'user' && m.content === prompt),
+    );
+    return { run, asked };
+  }
+
+  test('sources offering more than 512 tools together fail the run before the model is asked', async () => {
+    const lists = [0, 1, 2].map(() => Array.from({ length: 200 }, (_, i) => smallTool(i)));
+    const { run, asked } = await runWithSources(lists, 'six hundred tools');
+    assert.equal(run.status, 'failed');
+    assert.match(run.error, /offer 600 tools, more than the 512 a run can offer the model/);
+    assert.equal(asked.length, 0);
+  });
+
+  test('sources whose tools take more than 4 MiB together fail the run before the model is asked', async () => {
+    const lists = [0, 1, 2, 3, 4].map(() =>
+      Array.from({ length: 15 }, (_, i) => ({ name: `t${i}`, inputSchema: schemaOf(60_000) })),
+    );
+    const { run, asked } = await runWithSources(lists, 'four and a half megabytes of tools');
+    assert.equal(run.status, 'failed');
+    assert.match(run.error, /take \d+ bytes, more than the 4 MiB a run can send the model/);
+    assert.equal(asked.length, 0);
+  });
 });
