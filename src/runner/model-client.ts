@@ -127,8 +127,10 @@ export function createModelClient(config: Config['model']): ModelClient | undefi
         streaming = true;
         // Leaving the loop early aborts the request: the provider stops generating.
         for await (const chunk of stream) if (!answer.add(chunk)) break;
-        // The SDK ends the iteration quietly when the request is aborted.
-        signal.throwIfAborted();
+        // The SDK ends the iteration quietly when the request is aborted. An answer whose usage
+        // (its last chunk) had arrived is returned all the same: the provider has charged for it,
+        // and the executor records it before it looks at the signal again.
+        if (answer.usage === undefined) signal.throwIfAborted();
         const { message, limit } = answer.result();
         const providerCallId = answer.id;
         if (limit === 'chars' || limit === 'tool_calls') {

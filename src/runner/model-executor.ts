@@ -142,6 +142,8 @@ async function toolLoop(client: ModelClient, input: LoopInput): Promise<RunResul
       totals.costCents += call.costCents;
       // The provider has charged for this answer: on the ledger before anything else happens.
       await input.record({ providerCallId: answer.providerCallId, ...call });
+      // An answer that arrived as the run was stopped is recorded, never acted on.
+      signal.throwIfAborted();
 
       const calls = (answer.message.tool_calls ?? []).filter(
         (c): c is Extract<ChatCompletionMessageToolCall, { type: 'function' }> => c.type === 'function',

@@ -223,6 +223,53 @@ describe('usage of a model call is kept whatever happens to its run', () => {
   });
 });
 
+test('an answer whose usage has arrived is recorded even when its run is stopped before the stream ends', async () => {
+  // The second answer sends its usage, then stalls before `[DONE]`; the run is stopped meanwhile.
+  const model = await startCountingModel(({ step }) => ({
+    toolCall: step === 1,
+    totalTokens: step === 1 ? FIRST.tokens : SECOND.tokens,
+    costUsd: step === 1 ? FIRST.costUsd : SECOND.costUsd,
+    stallAfterUsage: step === 2,
+  }));
+  const svc = await startTestService({
+    startLoops: true,
+    env: { SVC_MODEL_BASE_URL: model.url, SVC_MODEL_API_KEY: 'sk-usage-stall', SVC_RUN_LEASE_SECONDS: '1' },
+  });
+  try {
+    const org = await svc.createOrg('paid');
+    const task = await svc.call({
+      method: 'POST',
+      url: '/api/svc/tasks',
+      key: org.apiKey,
+      body: { organizationId: org.organizationId, name: 'Usage', prompt: 'Stall', schedule: 'daily' },
+    });
+    assert.equal(task.status, 201, task.raw);
+    await runNow(svc, org, task.body.id);
+    await waitFor('the second answer to be sent', async () =>
+      model.delivered.length === 2 ? true : undefined,
+    );
+    // Deleting the task stops the run at the worker's next heartbeat.
+    const del = await svc.call({ method: 'DELETE', url: `/api/svc/tasks/${task.body.id}`, key: org.apiKey });
+    assert.equal(del.status, 204);
+    await waitFor('the stalled answer to be let go', async () => (model.waiting === 0 ? true : undefined));
+    const sent = model.totals();
+    let stats: any;
+    await waitFor('the statistics to show both answers', async () => {
+      const res = await svc.call({
+        method: 'GET',
+        url: `/api/svc/stats?organizationId=${org.organizationId}`,
+        key: org.apiKey,
+      });
+      stats = res.body;
+      return stats.totalTokensUsed === sent.tokens ? true : undefined;
+    }).catch(() => undefined);
+    assert.deepEqual({ tokens: stats.totalTokensUsed, cents: stats.totalCostCents }, sent);
+  } finally {
+    await svc.close();
+    await model.close();
+  }
+});
+
 test("a provider's usage figures that are not numbers, negative or absurd are recorded within bounds, and the run completes", async () => {
   const model = await startCountingModel(({ step }) => {
     // Not numbers, then negative (both count as nothing), then far beyond any real call.

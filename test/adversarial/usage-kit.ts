@@ -16,6 +16,8 @@ export interface Answer {
   delayMs?: number;
   /** Answer only once this settles. */
   hold?: Promise<unknown>;
+  /** Send everything up to the usage, then neither `[DONE]` nor the end of the response. */
+  stallAfterUsage?: boolean;
   /** The usage object sent instead of one made from the figures above (which still count). */
   rawUsage?: Record<string, unknown>;
 }
@@ -172,5 +174,5 @@ function writeAnswer(res: ServerResponse, id: string, model: string, a: Answer):
     cost: a.costUsd,
   };
   res.write(event({ choices: [], usage }));
-  res.end('data: [DONE]\n\n');
+  if (!a.stallAfterUsage) res.end('data: [DONE]\n\n');
 }
