@@ -193,6 +193,8 @@ describe('SSRF: every outbound surface refuses private targets (SVC_ALLOW_PRIVAT
       SVC_WORKER_CONCURRENCY: '16',
       SVC_ORG_CONCURRENCY: '16',
       SVC_DELIVERY_RETRY_SCHEDULE: '100ms',
+      // One organization tries every outbound surface, with more sources than the default cap.
+      SVC_MAX_SOURCES_PER_ORG: '500',
     }));
     org = await svc.createOrg('paid');
     await unlimited(svc, org);
