@@ -31,8 +31,7 @@ export interface RunJob {
  * - provider_error: the model provider refused or failed after retries;
  * - step_limit: the model was still calling tools when the run's step limit was reached;
  * - output_limit: an answer calling tools passed the limit of an answer and was stopped;
- * - timeout: the run exceeded its time limit;
- * - plan_limit: the organization's plan allows no more runs this billing period.
+ * - timeout: the run exceeded its time limit.
  */
 export type RunErrorType =
   | 'not_configured'
@@ -41,8 +40,7 @@ export type RunErrorType =
   | 'provider_error'
   | 'step_limit'
   | 'output_limit'
-  | 'timeout'
-  | 'plan_limit';
+  | 'timeout';
 
 export type RunResult =
   | { ok: true; output: string; tokensUsed: number; costCents: number }

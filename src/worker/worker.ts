@@ -296,7 +296,7 @@ export class RunWorker {
         // Another worker holds the run now (or it was deleted with its task); only the usage
         // this one paid for, already on the ledger, is kept.
         metrics.runsReleased.inc({ reason: 'lease_lost' });
-        if (await settleDeletedRun(db, run.id, 'failed', true)) {
+        if (await settleDeletedRun(db, run.id, 'failed')) {
           log.info(
             { runId: run.id },
             'run stopped: it was deleted with its task; its usage stays on the ledger',
@@ -328,18 +328,16 @@ export class RunWorker {
     }
     if (!result) throw new Error('the executor returned no result without being aborted');
     const status = result.ok ? 'completed' : 'failed';
-    const counted = result.ok || result.errorType !== 'plan_limit';
     const finished = await this.#whileDatabaseReturns(run.id, signal, () =>
       finishRun(db, run.id, this.id, {
         status,
         output: result.ok ? result.output : null,
         error: result.ok ? null : result.message,
         completedAt: statementTime(clock),
-        counted,
       }),
     );
     if (!finished) {
-      if (await settleDeletedRun(db, run.id, status, counted)) {
+      if (await settleDeletedRun(db, run.id, status)) {
         log.info(
           { runId: run.id },
           'run ended after it was deleted with its task; its usage stays on the ledger',

@@ -175,8 +175,6 @@ export interface RunResultRow {
   error: string | null;
   /** Null: the database's clock (see completionTime in time.ts). */
   completedAt: Date | null;
-  /** False for a run refused by the plan's run limit: it does not count towards runsUsed. */
-  counted?: boolean;
 }
 
 /**
@@ -216,7 +214,7 @@ const FINISH_RUN = `WITH targets AS (
         WHERE id = $1 AND status = 'running' AND ($2::text IS NULL OR lease_owner = $2)
        RETURNING *
      ), ledger AS (
-       UPDATE usage_ledger u SET status = run.status, counted = $7
+       UPDATE usage_ledger u SET status = run.status
          FROM run WHERE u.run_id = run.id
      ), once_done AS (
        UPDATE tasks t SET status = 'completed', next_run_at = NULL, updated_at = ${COMPLETED_AT}
@@ -252,7 +250,6 @@ export async function finishRun(
     r.output,
     r.error,
     r.completedAt,
-    r.counted ?? true,
   ]);
   return row;
 }

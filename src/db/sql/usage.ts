@@ -79,14 +79,13 @@ export async function settleDeletedRun(
   db: Queryable,
   runId: string,
   status: 'completed' | 'failed',
-  counted: boolean,
 ): Promise<boolean> {
   const rows = await db.query(
-    `UPDATE usage_ledger SET status = $2, counted = $3
+    `UPDATE usage_ledger SET status = $2
       WHERE run_id = $1 AND status IN ('pending', 'running')
         AND NOT EXISTS (SELECT 1 FROM runs WHERE id = $1)
      RETURNING run_id`,
-    [runId, status, counted],
+    [runId, status],
   );
   return rows.length > 0;
 }
@@ -147,24 +146,6 @@ export async function periodUsage(
   );
   if (!row) throw new Error('usage query returned no row');
   return row;
-}
-
-/**
- * Where a run stands in its organization's period: how many counted runs of the period were
- * created before it (ties broken by id, so every worker computes the same order).
- */
-export async function runsBefore(
-  db: Queryable,
-  run: { id: string; organization_id: string; created_at: Date },
-  since: Date,
-): Promise<number> {
-  const [row] = await db.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM usage_ledger
-      WHERE organization_id = $1 AND counted AND created_at >= $2
-        AND (created_at, run_id) < ($3::timestamptz, $4::uuid)`,
-    [run.organization_id, since, run.created_at, run.id],
-  );
-  return row?.n ?? 0;
 }
 
 export interface DailyUsageRow {
