@@ -1,36 +1,17 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
+import { readDoc, tableAfter as tableOf } from './helpers/markdown.ts';
 
 // The limits and the role matrix stand both in docs/api.md (what each answer looks like) and in
 // docs/security.md (what an operator reviews). They are copies: this keeps them from drifting.
 
-const read = (name: string) => readFileSync(new URL(`../docs/${name}`, import.meta.url), 'utf8');
-
-/** The rows of the first Markdown table after `heading`, as trimmed cells (padding ignored). */
-function tableAfter(markdown: string, heading: string): string[][] {
-  const lines = markdown.split('\n');
-  const start = lines.indexOf(heading);
-  assert.ok(start >= 0, `no heading "${heading}"`);
-  const rows: string[][] = [];
-  for (const line of lines.slice(start + 1)) {
-    const text = line.trim();
-    if (text.startsWith('|')) {
-      rows.push(
-        text
-          .slice(1, -1)
-          .split('|')
-          .map((cell) => cell.trim().replaceAll('](#', '](api.md#')),
-      );
-    } else if (rows.length > 0) break;
-  }
-  assert.ok(rows.length > 2, `no table after "${heading}"`);
-  return rows.filter((row) => !row.every((cell) => /^-+$/.test(cell)));
-}
+/** A table of api.md or security.md, its links within the page written as links to api.md. */
+const tableAfter = (markdown: string, heading: string): string[][] =>
+  tableOf(markdown, heading).map((row) => row.map((cell) => cell.replaceAll('](#', '](api.md#')));
 
 describe('the docs state every bound and role in the same words', () => {
-  const api = read('api.md');
-  const security = read('security.md');
+  const api = readDoc('api.md');
+  const security = readDoc('security.md');
 
   test('the limits table of security.md is the one of api.md', () => {
     assert.deepEqual(tableAfter(security, '## Limits'), tableAfter(api, '## Limits'));
@@ -46,7 +27,7 @@ describe('the docs state every bound and role in the same words', () => {
   });
 
   test('every configuration variable a limit names is in the operations guide', () => {
-    const operations = read('operations.md');
+    const operations = readDoc('operations.md');
     const named = new Set(
       tableAfter(api, '## Limits').flatMap((row) => row.join(' ').match(/SVC_[A-Z_]+/g) ?? []),
     );
