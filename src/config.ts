@@ -1,10 +1,15 @@
 /**
- * The configuration contract: every environment variable the service reads is parsed and
- * validated here, once, at boot, into a typed object that is passed down. Nothing else reads
- * process.env. A bad value fails startup with one line naming the variable.
+ * The configuration contract: every environment variable the service reads is described by one
+ * TypeBox schema (src/config/schema.ts), parsed and validated against it once, at boot, and
+ * shaped here into a typed object that is passed down. Nothing else reads process.env. A bad
+ * value fails startup with one line naming the variable.
  */
 import { readFileSync } from 'node:fs';
+import { ConfigError, type RawEnv, readEnv } from './config/env.ts';
+import type { LOG_LEVELS } from './config/schema.ts';
 import { parseStdioCommands, resolveStdioUser, type StdioUser } from './lib/stdio-config.ts';
+
+export { ConfigError };
 
 export const ROLES = ['api', 'scheduler', 'worker'] as const;
 export type Role = (typeof ROLES)[number];
@@ -64,7 +69,7 @@ export interface Config {
     /** The Stripe meter's event name that usage beyond the plan's credits is reported to. */
     meterEventName: string;
   };
-  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  logLevel: (typeof LOG_LEVELS)[number];
   /** Trust X-Forwarded-For from this many proxy hops (0 = use the socket address). */
   trustProxyHops: number;
   /** Create a demo organization and print its key when the database has no organization. */
@@ -126,66 +131,11 @@ export interface Config {
   maxStdioProcesses: number;
 }
 
-export class ConfigError extends Error {
-  constructor(variable: string, problem: string) {
-    super(`invalid configuration: ${variable} ${problem}`);
-    this.name = 'ConfigError';
-  }
-}
-
-type Env = Record<string, string | undefined>;
-
-const DEFAULT_MODEL_BASE_URL = 'https://openrouter.ai/api/v1';
 const MB = 1024 * 1024;
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-
-function str(env: Env, name: string): string | undefined {
-  const v = env[name];
-  return v === undefined || v.trim() === '' ? undefined : v.trim();
-}
-
-function int(env: Env, name: string, dflt: number, min: number, max: number): number {
-  const raw = str(env, name);
-  if (raw === undefined) return dflt;
-  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
-  const n = Number(raw);
-  if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
-  return n;
-}
-
-function bool(env: Env, name: string, dflt: boolean): boolean {
-  const raw = str(env, name)?.toLowerCase();
-  if (raw === undefined) return dflt;
-  if (['true', '1', 'yes'].includes(raw)) return true;
-  if (['false', '0', 'no'].includes(raw)) return false;
-  throw new ConfigError(name, `must be true or false, got "${raw}"`);
-}
-
-function url(env: Env, name: string, protocols: string[]): string | undefined {
-  const raw = str(env, name);
-  if (raw === undefined) return undefined;
-  let parsed: URL;
-  try {
-    parsed = new URL(raw);
-  } catch {
-    throw new ConfigError(name, 'must be a URL');
-  }
-  if (!protocols.includes(parsed.protocol)) {
-    throw new ConfigError(name, `must use ${protocols.join(' or ')}`);
-  }
-  return raw.replace(/\/+$/, '');
-}
-
-/**
- * The Standard Webhooks schedule after the first attempt: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h,
- * 10 h (eight attempts over about 27 hours).
- */
-const DEFAULT_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,10h';
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
 /** A comma list of durations (`500ms`, `5s`, `5m`, `2h`; a bare number is seconds), at most 20. */
-function retrySchedule(env: Env, name: string, dflt: string): number[] {
-  const raw = str(env, name) ?? dflt;
+function retrySchedule(name: string, raw: string): number[] {
   const delays = raw.split(',').map((part) => {
     const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(part.trim());
     if (!m?.[1])
@@ -196,6 +146,18 @@ function retrySchedule(env: Env, name: string, dflt: string): number[] {
   });
   if (delays.length > 20) throw new ConfigError(name, 'may list at most 20 retries');
   return delays;
+}
+
+/** SVC_ROLE: `all` or a comma list of roles. */
+function roleSet(raw: string): Set<Role> {
+  const roles = new Set<Role>();
+  for (const r of raw.split(',').map((part) => part.trim())) {
+    if (r === 'all') {
+      for (const x of ROLES) roles.add(x);
+    } else if ((ROLES as readonly string[]).includes(r)) roles.add(r as Role);
+    else throw new ConfigError('SVC_ROLE', `must be all, api, scheduler or worker (comma list), got "${r}"`);
+  }
+  return roles;
 }
 
 export function parseSecretKey(raw: string, name = 'SVC_SECRET_KEY'): Buffer {
@@ -216,121 +178,94 @@ const SYSTEM: ConfigSystem = {
   passwd: () => readFileSync('/etc/passwd', 'utf8'),
 };
 
-export function loadConfig(env: Env, system: ConfigSystem = SYSTEM): Config {
-  const port = int(env, 'PORT', 8787, 0, 65535);
-  const host = str(env, 'HOST') ?? '127.0.0.1';
-  const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
+export function loadConfig(env: RawEnv, system: ConfigSystem = SYSTEM): Config {
+  const e = readEnv(env);
+  const roles = roleSet(e.SVC_ROLE);
 
-  const roleNames = (str(env, 'SVC_ROLE') ?? 'all').split(',').map((r) => r.trim().toLowerCase());
-  const roles = new Set<Role>();
-  for (const r of roleNames) {
-    if (r === 'all') {
-      for (const x of ROLES) roles.add(x);
-    } else if ((ROLES as readonly string[]).includes(r)) roles.add(r as Role);
-    else throw new ConfigError('SVC_ROLE', `must be all, api, scheduler or worker (comma list), got "${r}"`);
-  }
-
-  const secretRaw = str(env, 'SVC_SECRET_KEY');
-  const secretKey = secretRaw === undefined ? undefined : parseSecretKey(secretRaw);
-  if (databaseUrl && !secretKey) {
+  const secretKey = e.SVC_SECRET_KEY === undefined ? undefined : parseSecretKey(e.SVC_SECRET_KEY);
+  if (e.DATABASE_URL && !secretKey) {
     throw new ConfigError('SVC_SECRET_KEY', 'is required with DATABASE_URL (try: openssl rand -base64 32)');
   }
 
-  const adminToken = str(env, 'SVC_ADMIN_TOKEN');
-  if (adminToken !== undefined && adminToken.length < 16) {
-    throw new ConfigError('SVC_ADMIN_TOKEN', 'must be at least 16 characters');
-  }
-
-  const logLevel = (str(env, 'SVC_LOG_LEVEL') ?? 'info').toLowerCase();
-  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
-    throw new ConfigError('SVC_LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
-  }
-
-  const stdio = parseStdioCommands(str(env, 'SVC_STDIO_COMMANDS') ?? '');
+  const stdio = parseStdioCommands(e.SVC_STDIO_COMMANDS ?? '');
   if (typeof stdio === 'string') throw new ConfigError('SVC_STDIO_COMMANDS', stdio);
-  const stdioUser = resolveStdioUser(
-    str(env, 'SVC_STDIO_USER'),
-    system.uid,
-    system.passwd,
-    stdio.commands.length > 0,
-  );
+  const stdioUser = resolveStdioUser(e.SVC_STDIO_USER, system.uid, system.passwd, stdio.commands.length > 0);
   if (typeof stdioUser === 'string') throw new ConfigError('SVC_STDIO_USER', stdioUser);
 
-  const displayHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  const displayHost = e.HOST === '0.0.0.0' || e.HOST === '::' ? '127.0.0.1' : e.HOST;
   return {
-    port,
-    host,
-    databaseUrl,
-    dataDir: str(env, 'SVC_DATA_DIR') ?? './data',
-    embeddedFsync: bool(env, 'SVC_EMBEDDED_FSYNC', true),
-    dbPoolSize: int(env, 'SVC_DB_POOL_SIZE', 10, 1, 500),
+    port: e.PORT,
+    host: e.HOST,
+    databaseUrl: e.DATABASE_URL,
+    dataDir: e.SVC_DATA_DIR,
+    embeddedFsync: e.SVC_EMBEDDED_FSYNC,
+    dbPoolSize: e.SVC_DB_POOL_SIZE,
     roles,
-    adminToken,
+    adminToken: e.SVC_ADMIN_TOKEN,
     secretKey,
-    publicUrl: url(env, 'SVC_PUBLIC_URL', ['http:', 'https:']) ?? `http://${displayHost}:${port}`,
-    publicUrlSet: str(env, 'SVC_PUBLIC_URL') !== undefined,
-    allowPrivateUrls: bool(env, 'SVC_ALLOW_PRIVATE_URLS', false),
+    publicUrl: e.SVC_PUBLIC_URL ?? `http://${displayHost}:${e.PORT}`,
+    publicUrlSet: e.SVC_PUBLIC_URL !== undefined,
+    allowPrivateUrls: e.SVC_ALLOW_PRIVATE_URLS,
     stdioCommands: stdio.commands,
     stdioEnv: stdio.env,
     stdioUser,
+    // The process's own search path, not a setting of the service: stdio commands are found on it.
     stdioSearchPath: env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
     model: {
-      baseUrl: url(env, 'SVC_MODEL_BASE_URL', ['http:', 'https:']) ?? DEFAULT_MODEL_BASE_URL,
-      apiKey: str(env, 'SVC_MODEL_API_KEY'),
-      requestTimeoutMs: int(env, 'SVC_MODEL_TIMEOUT_SECONDS', 120, 1, 3600) * 1000,
-      maxSteps: int(env, 'SVC_MAX_TOOL_STEPS', 10, 1, 100),
-      maxOutputTokens: int(env, 'SVC_MAX_OUTPUT_TOKENS', 16_384, 0, 1_000_000),
-      maxOutputChars: int(env, 'SVC_MAX_OUTPUT_CHARS', 200_000, 1_000, 10_000_000),
+      baseUrl: e.SVC_MODEL_BASE_URL ?? 'https://openrouter.ai/api/v1',
+      apiKey: e.SVC_MODEL_API_KEY,
+      requestTimeoutMs: e.SVC_MODEL_TIMEOUT_SECONDS * 1000,
+      maxSteps: e.SVC_MAX_TOOL_STEPS,
+      maxOutputTokens: e.SVC_MAX_OUTPUT_TOKENS,
+      maxOutputChars: e.SVC_MAX_OUTPUT_CHARS,
     },
-    smtp: { url: url(env, 'SVC_SMTP_URL', ['smtp:', 'smtps:']), from: str(env, 'SVC_EMAIL_FROM') },
+    smtp: { url: e.SVC_SMTP_URL, from: e.SVC_EMAIL_FROM },
     sms: {
-      apiBase: url(env, 'SVC_SMS_API_BASE', ['http:', 'https:']),
-      accountSid: str(env, 'SVC_SMS_ACCOUNT_SID'),
-      authToken: str(env, 'SVC_SMS_AUTH_TOKEN'),
-      from: str(env, 'SVC_SMS_FROM'),
+      apiBase: e.SVC_SMS_API_BASE,
+      accountSid: e.SVC_SMS_ACCOUNT_SID,
+      authToken: e.SVC_SMS_AUTH_TOKEN,
+      from: e.SVC_SMS_FROM,
     },
     stripe: {
-      secretKey: str(env, 'STRIPE_SECRET_KEY'),
-      webhookSecret: str(env, 'STRIPE_WEBHOOK_SECRET'),
-      priceId: str(env, 'STRIPE_PRICE_ID'),
-      apiBase: url(env, 'SVC_STRIPE_API_BASE', ['http:', 'https:']),
-      meterEventName: str(env, 'STRIPE_METER_EVENT_NAME') ?? 'svc_usage_cents',
+      secretKey: e.STRIPE_SECRET_KEY,
+      webhookSecret: e.STRIPE_WEBHOOK_SECRET,
+      priceId: e.STRIPE_PRICE_ID,
+      apiBase: e.SVC_STRIPE_API_BASE,
+      meterEventName: e.STRIPE_METER_EVENT_NAME,
     },
-    logLevel: logLevel as Config['logLevel'],
-    trustProxyHops: int(env, 'SVC_TRUST_PROXY_HOPS', 0, 0, 10),
-    createDemoOrg: bool(env, 'SVC_CREATE_DEMO_ORG', true),
-    signupEnabled: bool(env, 'SVC_SIGNUP', true),
-    modelsFile: str(env, 'SVC_MODELS_FILE'),
-    scheduler: {
-      catchUpWindowMs: int(env, 'SVC_CATCHUP_WINDOW_SECONDS', 3600, 0, 7 * 86_400) * 1000,
-    },
+    logLevel: e.SVC_LOG_LEVEL,
+    trustProxyHops: e.SVC_TRUST_PROXY_HOPS,
+    createDemoOrg: e.SVC_CREATE_DEMO_ORG,
+    signupEnabled: e.SVC_SIGNUP,
+    modelsFile: e.SVC_MODELS_FILE,
+    scheduler: { catchUpWindowMs: e.SVC_CATCHUP_WINDOW_SECONDS * 1000 },
     worker: {
-      concurrency: int(env, 'SVC_WORKER_CONCURRENCY', 4, 1, 256),
-      orgConcurrency: int(env, 'SVC_ORG_CONCURRENCY', 2, 1, 256),
-      leaseMs: int(env, 'SVC_RUN_LEASE_SECONDS', 30, 1, 3600) * 1000,
-      maxAttempts: int(env, 'SVC_RUN_MAX_ATTEMPTS', 3, 1, 20),
-      runTimeoutMs: int(env, 'SVC_RUN_TIMEOUT_SECONDS', 600, 1, 86_400) * 1000,
+      concurrency: e.SVC_WORKER_CONCURRENCY,
+      orgConcurrency: e.SVC_ORG_CONCURRENCY,
+      leaseMs: e.SVC_RUN_LEASE_SECONDS * 1000,
+      maxAttempts: e.SVC_RUN_MAX_ATTEMPTS,
+      runTimeoutMs: e.SVC_RUN_TIMEOUT_SECONDS * 1000,
     },
     delivery: {
-      retryScheduleMs: retrySchedule(env, 'SVC_DELIVERY_RETRY_SCHEDULE', DEFAULT_RETRY_SCHEDULE),
-      concurrency: int(env, 'SVC_DELIVERY_CONCURRENCY', 8, 1, 256),
+      retryScheduleMs: retrySchedule('SVC_DELIVERY_RETRY_SCHEDULE', e.SVC_DELIVERY_RETRY_SCHEDULE),
+      concurrency: e.SVC_DELIVERY_CONCURRENCY,
     },
-    shutdownGraceMs: int(env, 'SVC_SHUTDOWN_GRACE_SECONDS', 30, 0, 3600) * 1000,
+    shutdownGraceMs: e.SVC_SHUTDOWN_GRACE_SECONDS * 1000,
     http: {
-      requestTimeoutMs: int(env, 'SVC_HTTP_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600) * 1000,
-      keepAliveTimeoutMs: int(env, 'SVC_HTTP_KEEP_ALIVE_TIMEOUT_SECONDS', 5, 1, 3600) * 1000,
-      maxConnections: int(env, 'SVC_HTTP_MAX_CONNECTIONS', 1000, 1, 1_000_000),
+      requestTimeoutMs: e.SVC_HTTP_REQUEST_TIMEOUT_SECONDS * 1000,
+      keepAliveTimeoutMs: e.SVC_HTTP_KEEP_ALIVE_TIMEOUT_SECONDS * 1000,
+      maxConnections: e.SVC_HTTP_MAX_CONNECTIONS,
     },
     orgCaps: {
-      tasks: int(env, 'SVC_MAX_TASKS_PER_ORG', 1000, 1, 1_000_000),
-      skills: int(env, 'SVC_MAX_SKILLS_PER_ORG', 200, 1, 100_000),
-      sources: int(env, 'SVC_MAX_SOURCES_PER_ORG', 50, 1, 100_000),
-      destinations: int(env, 'SVC_MAX_DESTINATIONS_PER_ORG', 1000, 1, 1_000_000),
-      skillContentBytes: int(env, 'SVC_MAX_SKILL_CONTENT_MB_PER_ORG', 10, 1, 10_000) * MB,
-      taskPromptBytes: int(env, 'SVC_MAX_TASK_PROMPT_MB_PER_ORG', 10, 1, 10_000) * MB,
-      sourceTests: int(env, 'SVC_MAX_SOURCE_TESTS_PER_ORG', 2, 1, 100),
-      stdioProcesses: int(env, 'SVC_MAX_STDIO_PROCESSES_PER_ORG', 4, 1, 1000),
+      tasks: e.SVC_MAX_TASKS_PER_ORG,
+      skills: e.SVC_MAX_SKILLS_PER_ORG,
+      sources: e.SVC_MAX_SOURCES_PER_ORG,
+      destinations: e.SVC_MAX_DESTINATIONS_PER_ORG,
+      skillContentBytes: e.SVC_MAX_SKILL_CONTENT_MB_PER_ORG * MB,
+      taskPromptBytes: e.SVC_MAX_TASK_PROMPT_MB_PER_ORG * MB,
+      sourceTests: e.SVC_MAX_SOURCE_TESTS_PER_ORG,
+      stdioProcesses: e.SVC_MAX_STDIO_PROCESSES_PER_ORG,
     },
-    maxStdioProcesses: int(env, 'SVC_MAX_STDIO_PROCESSES', 32, 1, 10_000),
+    maxStdioProcesses: e.SVC_MAX_STDIO_PROCESSES,
   };
 }
