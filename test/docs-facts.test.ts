@@ -116,6 +116,17 @@ describe('the docs state what the code holds', () => {
       );
   });
 
+  test('the dependency tables of architecture.md name every package of package.json, and only those', () => {
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+    const documented = (heading: string) =>
+      tableAfter(architecture, heading)
+        .slice(1)
+        .flatMap((row) => codeSpans(row[0] ?? ''))
+        .sort();
+    assert.deepEqual(documented('Runtime (`dependencies`):'), Object.keys(pkg.dependencies).sort());
+    assert.deepEqual(documented('Development (`devDependencies`):'), Object.keys(pkg.devDependencies).sort());
+  });
+
   test('every test file a heading of security.md names exists', () => {
     const tests = new Set(filesBelow('test').map((f) => f.split('/').pop()));
     const headings = readDoc('security.md')
