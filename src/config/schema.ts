@@ -116,7 +116,7 @@ export const EnvSchema = Type.Object({
   SVC_EMBEDDED_FSYNC: bool(true, {
     group: 'embedded',
     description:
-      'Each commit of the embedded database waits until it is on disk, so acknowledged writes survive a power cut; `false` (PGlite\'s fsync=off) lets the operating system write it back later: faster commits, a process crash still loses nothing acknowledged, but a power cut can lose recent writes or corrupt the database (see "What survives a crash or a power cut").',
+      'Each commit of the embedded database waits until it is on disk, so acknowledged writes survive a power cut; `false` (PGlite\'s fsync=off) lets the operating system write it back later: faster commits, a process crash still loses nothing acknowledged, but a power cut can lose recent writes or corrupt the database (docs/operations.md, "What survives a crash or a power cut").',
   }),
 
   // PostgreSQL and secrets
@@ -134,7 +134,7 @@ export const EnvSchema = Type.Object({
   SVC_SECRET_KEY: text({
     group: 'postgres',
     valuesText: '32 random bytes in base64',
-    defaultText: 'embedded mode only: `SVC_DATA_DIR/secret.key`, generated on first start',
+    defaultText: 'unset (embedded mode: `SVC_DATA_DIR/secret.key`)',
     description:
       'Key that encrypts secrets at rest (AES-256-GCM), e.g. from `openssl rand -base64 32`. Required with `DATABASE_URL`, and the same for every process on that database: a process with another key than the one the database was first started with refuses to start. In embedded mode, when unset, it is generated on first start into `SVC_DATA_DIR/secret.key` (mode 0600) and read from there; when set, it is used instead of that file.',
   }),
@@ -203,7 +203,7 @@ export const EnvSchema = Type.Object({
     group: 'models',
     defaultText: 'unset (the shipped catalog)',
     description:
-      'A JSON file that replaces the shipped model catalog (`src/domain/models-catalog.json` shows the format; "Model catalog" lists the fields). Read and checked at start; a bad file stops startup with one line naming the file and the problem.',
+      'A JSON file that replaces the shipped model catalog (`src/domain/models-catalog.json` shows the format; docs/operations.md, "Model catalog", lists the fields). Read and checked at start; a bad file stops startup with one line naming the file and the problem.',
   }),
 
   // Sources
