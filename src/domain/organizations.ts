@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Queryable } from '../db/db.ts';
+import { holdTransactionLock, LOCK_KEYS } from '../db/sql/advisory-locks.ts';
 import {
   countOrganizations,
   findOrganization,
@@ -115,13 +116,11 @@ export async function createDemoOrganizationIfEmpty(
 ): Promise<CreatedOrganization | undefined> {
   if ((await countOrganizations(deps.db)) > 0) return undefined;
   return deps.db.transaction(async (tx) => {
-    await tx.query('SELECT pg_advisory_xact_lock($1)', [DEMO_ORG_LOCK_KEY]);
+    await holdTransactionLock(tx, LOCK_KEYS.demoOrganization);
     if ((await countOrganizations(tx)) > 0) return undefined;
     return insertOrganizationWithKey(deps, tx, { name: 'Demo organization', keyName: 'Demo key' });
   });
 }
-
-const DEMO_ORG_LOCK_KEY = 727_002;
 
 /**
  * Operator changes: plan and limit overrides. For each override, a number sets it and null
@@ -171,4 +170,13 @@ export async function patchOrganization(
 /** The organization's webhook signing secret, in clear, for signing deliveries. */
 export function openWebhookSecret(deps: Pick<Deps, 'secretBox'>, row: OrganizationRow): string {
   return deps.secretBox.decrypt(row.webhook_secret_sealed, webhookSecretAad(row.id));
+}
+
+/** The organization's webhook signing secret, in clear, for its owner to give its receivers. */
+export async function webhookSecretOf(
+  deps: Pick<Deps, 'db' | 'secretBox'>,
+  organizationId: string,
+): Promise<string | undefined> {
+  const row = await findOrganization(deps.db, organizationId);
+  return row && openWebhookSecret(deps, row);
 }

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Queryable } from '../db/db.ts';
+import { countHit } from '../db/sql/rate-limits.ts';
 import {
   deleteExpiredUserSessions,
   deleteSession,
@@ -15,6 +16,7 @@ import { type ErrorDetail, errors } from '../lib/errors.ts';
 import { dummyVerifyPassword, verifyPassword } from '../lib/password.ts';
 import { isUniqueViolation } from '../lib/slug.ts';
 import type { Deps } from './deps.ts';
+import { windowStart } from './rate-limit.ts';
 
 /** The signed-in user of a request, as the dashboard sees it. */
 export interface Viewer {
@@ -109,12 +111,13 @@ export async function insertUserOrConflict(
   try {
     return await insertUser(tx, user);
   } catch (err) {
-    if (isUniqueViolation(err)) throw emailTakenError();
+    if (isUniqueViolation(err)) throw emailTakenError(err);
     throw err;
   }
 }
 
-export const emailTakenError = () => errors.conflict('An account with this e-mail address already exists');
+export const emailTakenError = (cause?: unknown) =>
+  errors.conflict('An account with this e-mail address already exists', cause);
 
 // ---- sessions ----
 
@@ -178,4 +181,20 @@ export async function viewerOfSession(
 export async function signOut(deps: Pick<Deps, 'db'>, token: string): Promise<void> {
   if (!token || token.length > 256) return;
   await deleteSession(deps.db, hashToken(token));
+}
+
+/**
+ * Password attempts (sign-in, sign-up, accepting an invitation) per client address and minute.
+ * Each attempt costs a memory-hard hash, so this bounds both guessing and the work a flood of
+ * attempts could cause; the counter is shared by every process.
+ */
+export const PASSWORD_ATTEMPTS_PER_MINUTE = 10;
+
+/** Counts one password attempt from a client address: whether it is beyond this minute's limit. */
+export async function tooManyPasswordAttempts(
+  deps: Pick<Deps, 'db' | 'clock'>,
+  clientAddress: string,
+): Promise<boolean> {
+  const hits = await countHit(deps.db, `password:${clientAddress}`, windowStart(deps.clock.now()));
+  return hits > PASSWORD_ATTEMPTS_PER_MINUTE;
 }

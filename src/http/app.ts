@@ -1,9 +1,9 @@
 import Fastify, { LogController } from 'fastify';
 import type { Deps } from '../domain/deps.ts';
 import { errors } from '../lib/errors.ts';
-import { registerDashboard } from '../web/plugin.ts';
+import { dashboard } from '../web/plugin.ts';
 import { capConnections, installJsonParser, serverBounds } from './connection.ts';
-import { installAuth } from './plugins/auth.ts';
+import { adminScope, apiKeyScope, publicScope } from './plugins/auth.ts';
 import { installErrorHandling, sendError, toAppError } from './plugins/errors.ts';
 import { installObservability, requestId } from './plugins/observability.ts';
 import { installOpenApi, installOpenApiRoutes } from './plugins/openapi.ts';
@@ -12,7 +12,7 @@ import { installValidators } from './plugins/validation.ts';
 import { adminKeyRoutes } from './routes/admin-keys.ts';
 import { adminOrganizationRoutes } from './routes/admin-organizations.ts';
 import { adminUserRoutes } from './routes/admin-users.ts';
-import { billingRoutes } from './routes/billing.ts';
+import { billingRoutes, stripeWebhookRoutes } from './routes/billing.ts';
 import { billingStatusRoutes } from './routes/billing-status.ts';
 import { destinationRoutes } from './routes/destinations.ts';
 import { healthRoutes } from './routes/health.ts';
@@ -120,28 +120,46 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   installErrorHandling(app);
   installObservability(app, deps);
   installSecurityHeaders(app);
-  installAuth(app, deps);
   await installOpenApi(app, deps.config.publicUrl);
 
-  healthRoutes(app, deps);
+  // Each level of authentication is a scope around its routes (plugins/auth.ts): a route is
+  // guarded by where it is registered. Which scope a route belongs to is checked by
+  // test/route-guards.test.ts against every registered route.
   if (surface === 'operations') {
+    await app.register(publicScope((scope) => healthRoutes(scope, deps)));
     await app.ready();
     return app;
   }
-  adminOrganizationRoutes(app, deps);
-  adminKeyRoutes(app, deps);
-  adminUserRoutes(app, deps);
-  taskRoutes(app, deps);
-  destinationRoutes(app, deps);
-  runRoutes(app, deps);
-  statsRoutes(app, deps);
-  skillRoutes(app, deps);
-  sourceRoutes(app, deps);
-  modelRoutes(app, deps);
-  billingStatusRoutes(app, deps);
-  billingRoutes(app, deps);
-  registerDashboard(app, deps);
-
-  await installOpenApiRoutes(app);
+  await app.register(
+    publicScope(async (scope) => {
+      healthRoutes(scope, deps);
+      stripeWebhookRoutes(scope, deps);
+      await installOpenApiRoutes(scope);
+    }),
+  );
+  await app.register(
+    adminScope(deps, (scope) => {
+      adminOrganizationRoutes(scope, deps);
+      adminKeyRoutes(scope, deps);
+      adminUserRoutes(scope, deps);
+    }),
+    { prefix: '/api/admin' },
+  );
+  await app.register(
+    apiKeyScope(deps, (scope) => {
+      taskRoutes(scope, deps);
+      destinationRoutes(scope, deps);
+      runRoutes(scope, deps);
+      statsRoutes(scope, deps);
+      skillRoutes(scope, deps);
+      sourceRoutes(scope, deps);
+      modelRoutes(scope, deps);
+      billingStatusRoutes(scope, deps);
+      billingRoutes(scope, deps);
+    }),
+    { prefix: '/api/svc' },
+  );
+  // The dashboard's own scopes (public pages and signed-in pages) are in web/plugin.ts.
+  await app.register(dashboard(deps));
   return app;
 }

@@ -16,27 +16,18 @@ export type App = FastifyInstance<
   TypeBoxTypeProvider
 >;
 
-/**
- * How a route is authenticated: `apiKey` (an organization's key; the default under
- * /api/svc/), `admin` (the operator token) or `public`.
- */
-export type AuthMode = 'apiKey' | 'admin' | 'public';
-
 declare module 'fastify' {
-  interface FastifyContextConfig {
-    auth?: AuthMode;
-  }
   interface FastifyInstance {
     /** Every route registered on the app (method and URL template). */
     registeredRoutes: { method: string; url: string }[];
   }
   interface FastifyRequest {
-    /** Set by the API-key hook on authenticated /api/svc/ requests. */
+    /** Set by the API-key scope's guard on authenticated /api/svc/ requests. */
     principal?: Principal;
   }
 }
 
-/** The authenticated organization of a request that passed the API-key hook. */
+/** The authenticated organization of a request that passed the API-key scope's guard. */
 export function principalOf(request: { principal?: Principal | undefined }): Principal {
   if (!request.principal) throw new Error('route reached without an authenticated principal');
   return request.principal;

@@ -3,11 +3,8 @@
 // session's own for signed-in pages, and for the sign-in/sign-up forms a random value that is
 // also set as a cookie (double submit), since a cross-site form cannot read or set our cookies.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config.ts';
-import { countHit } from '../db/sql/rate-limits.ts';
-import type { Deps } from '../domain/deps.ts';
-import { windowStart } from '../domain/rate-limit.ts';
 import type { Viewer } from '../domain/users.ts';
 
 export const SESSION_COOKIE = 'svc_session';
@@ -72,30 +69,34 @@ export function formIsGenuine(request: FastifyRequest): boolean {
   return cookie !== undefined && same(sent, cookie);
 }
 
-/** The signed-in person, or a redirect to the sign-in page (and undefined). */
-export function viewerOrRedirect(request: FastifyRequest, reply: FastifyReply): Viewer | undefined {
-  if (request.viewer) return request.viewer;
-  const next = encodeURIComponent(request.url);
-  void reply.redirect(`/login?next=${next}`, 303);
-  return undefined;
+/**
+ * The scope of the signed-in pages: a request without a session never reaches their handlers.
+ * Signed out, a page redirects to the sign-in page (and back afterwards); a fragment fetched by a
+ * page's script gets a bare 401 instead, since fetch would follow a redirect and put the sign-in
+ * page inside the form. The guard is a preHandler so that the dashboard's form checks (an
+ * unreadable form, a missing CSRF token) answer first, as for every other form.
+ */
+export function sessionScope(
+  signedOut: 'redirect' | 'unauthorized',
+  pages: (scope: FastifyInstance) => void,
+) {
+  return async (scope: FastifyInstance): Promise<void> => {
+    scope.addHook('preHandler', async (request, reply) => {
+      if (request.viewer) return;
+      if (signedOut === 'unauthorized') return reply.code(401).type('text/html; charset=utf-8').send('');
+      return reply.redirect(`/login?next=${encodeURIComponent(request.url)}`, 303);
+    });
+    pages(scope);
+  };
+}
+
+/** The signed-in person of a request inside the session scope. */
+export function viewerOf(request: FastifyRequest): Viewer {
+  if (!request.viewer) throw new Error('page reached without a signed-in viewer');
+  return request.viewer;
 }
 
 /** Only paths of this site: `next` must not send the user elsewhere after signing in. */
 export function safeNext(next: string | undefined): string {
   return next && /^\/dashboard(\/[\w\-/?=&%.]*)?$/.test(next) ? next : '/dashboard';
-}
-
-/**
- * Password attempts (sign-in, sign-up, accepting an invitation) per client address and minute.
- * Each attempt costs a memory-hard hash, so this bounds both guessing and the work a flood of
- * attempts could cause; the counter is shared by every process.
- */
-export const PASSWORD_ATTEMPTS_PER_MINUTE = 10;
-
-export async function tooManyPasswordAttempts(
-  deps: Pick<Deps, 'db' | 'clock'>,
-  request: FastifyRequest,
-): Promise<boolean> {
-  const hits = await countHit(deps.db, `password:${request.ip}`, windowStart(deps.clock.now()));
-  return hits > PASSWORD_ATTEMPTS_PER_MINUTE;
 }

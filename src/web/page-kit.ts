@@ -2,17 +2,19 @@
 // checking it with the API's own schemas (the same Ajv options as the JSON API's body
 // validator, and the same error details), problem lists, time and money formatting, the
 // not-found and confirmation pages, and the runs table.
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import addFormatsModule from 'ajv-formats';
+
+import type { ErrorObject, ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { TSchema } from 'typebox';
 import type { Viewer } from '../domain/users.ts';
-import { toAppError } from '../http/plugins/errors.ts';
+import { newAjv } from '../lib/ajv.ts';
 import { AppError, type ErrorDetail } from '../lib/errors.ts';
+import { isUuid } from '../lib/ids.ts';
+import { validationError } from '../lib/validation-error.ts';
 import { isValidTimezone } from '../scheduler/slots.ts';
 import type { Run } from '../schemas/run.ts';
 import type { Task } from '../schemas/task.ts';
-import { viewerOrRedirect } from './auth.ts';
+import { viewerOf } from './auth.ts';
 import { type Html, html, raw } from './html.ts';
 import { badge, csrfField, page } from './layout.ts';
 
@@ -22,9 +24,8 @@ export function sendHtml(reply: FastifyReply, status: number, markup: string) {
   return reply.code(status).type('text/html; charset=utf-8').send(markup);
 }
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-/** Ids in paths are checked before they reach SQL: anything else is simply not found. */
-export const isUuid = (s: string) => UUID_RE.test(s);
+// Ids in paths are checked before they reach SQL (isUuid): anything else is simply not found.
+export { isUuid };
 
 /** The value of `fn`, or undefined when the domain says not found (another organization's id too). */
 export async function found<T>(fn: () => Promise<T>): Promise<T | undefined> {
@@ -98,8 +99,7 @@ export function deleteRoutes<T extends { id?: string; name: string }>(
 ): void {
   type IdParams = { Params: { id: string } };
   scope.get<IdParams>(`${o.section}/:id/delete`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const item = await o.load(viewer, request.params.id);
     if (!item) return o.missing(reply, viewer);
     return sendHtml(
@@ -116,8 +116,7 @@ export function deleteRoutes<T extends { id?: string; name: string }>(
     );
   });
   scope.post<IdParams>(`${o.section}/:id/delete`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const id = request.params.id;
     if (!isUuid(id)) return o.missing(reply, viewer);
     const deleted = await found(() => o.remove(viewer, id).then(() => true));
@@ -126,12 +125,8 @@ export function deleteRoutes<T extends { id?: string; name: string }>(
   });
 }
 
-// ajv-formats is CommonJS: under ESM its default import is the plugin function itself.
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
-// The options of the JSON API's body validator (src/http/plugins/validation.ts): exact types.
-const bodyAjv = addFormats(
-  new Ajv({ allErrors: true, useDefaults: true, removeAdditional: false, strict: false, coerceTypes: false }),
-);
+// The JSON API's body validator's setup (src/http/plugins/validation.ts): exact types.
+const bodyAjv = newAjv('json');
 const validators = new WeakMap<object, ValidateFunction>();
 
 /**
@@ -149,9 +144,7 @@ export function schemaProblems(schema: TSchema, body: unknown): AppError | undef
   const issues = (validate.errors ?? []).map((e: ErrorObject) =>
     e.keyword === 'minLength' && e.params.limit === 1 ? { ...e, message: 'must not be empty' } : e,
   );
-  return toAppError(
-    Object.assign(new Error('invalid form'), { validation: issues, validationContext: 'body' }),
-  );
+  return validationError('body', issues);
 }
 
 /** The same error with more details (problems the schema cannot see, found at once). */

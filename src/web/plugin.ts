@@ -4,8 +4,7 @@ import cookie from '@fastify/cookie';
 import type { FastifyInstance } from 'fastify';
 import type { Deps } from '../domain/deps.ts';
 import { viewerOfSession } from '../domain/users.ts';
-import type { App } from '../http/types.ts';
-import { formIsGenuine, SESSION_COOKIE } from './auth.ts';
+import { formIsGenuine, SESSION_COOKIE, sessionScope } from './auth.ts';
 import { dashboardCsp } from './csp.ts';
 import { formProblem, installFormParsing, showFormAgain } from './form-input.ts';
 import { html } from './html.ts';
@@ -17,12 +16,16 @@ import { memberPages } from './pages/members.ts';
 import { runPages } from './pages/runs.ts';
 import { skillPages } from './pages/skills.ts';
 import { sourcePages } from './pages/sources.ts';
-import { taskPages } from './pages/tasks.ts';
+import { scheduleFragments, taskPages } from './pages/tasks.ts';
 
 export type WebScope = FastifyInstance;
 
-export function registerDashboard(app: App, deps: Deps): void {
-  app.register(async (scope) => {
+/**
+ * The dashboard's scope: its public pages (sign-in, sign-up, invitations) and, nested, the
+ * session scope of every signed-in page (auth.ts), so a page cannot be mounted without it.
+ */
+export function dashboard(deps: Deps) {
+  return async (scope: WebScope): Promise<void> => {
     // Pages are not part of the API: keep them out of the OpenAPI document.
     scope.addHook('onRoute', (route) => {
       route.schema = { ...(route.schema ?? {}), hide: true };
@@ -58,16 +61,19 @@ export function registerDashboard(app: App, deps: Deps): void {
       }
     });
 
-    scope.get('/', { config: { auth: 'public' } }, async (_request, reply) =>
-      reply.redirect('/dashboard', 302),
-    );
+    scope.get('/', async (_request, reply) => reply.redirect('/dashboard', 302));
     authPages(scope, deps);
-    billingPages(scope, deps);
-    keyPages(scope, deps);
-    memberPages(scope, deps);
-    taskPages(scope, deps);
-    runPages(scope, deps);
-    skillPages(scope, deps);
-    sourcePages(scope, deps);
-  });
+    await scope.register(
+      sessionScope('redirect', (pages) => {
+        billingPages(pages, deps);
+        keyPages(pages, deps);
+        memberPages(pages, deps);
+        taskPages(pages, deps);
+        runPages(pages, deps);
+        skillPages(pages, deps);
+        sourcePages(pages, deps);
+      }),
+    );
+    await scope.register(sessionScope('unauthorized', (fragments) => scheduleFragments(fragments, deps)));
+  };
 }

@@ -1,42 +1,8 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { isDatabaseUnavailable } from '../../db/db.ts';
 import { AppError, type ErrorCode, type ErrorDetail, errorBody } from '../../lib/errors.ts';
+import { type AjvIssue, validationError } from '../../lib/validation-error.ts';
 import type { App } from '../types.ts';
-
-/** Details beyond this many are dropped: a huge invalid array must not make a huge response. */
-const MAX_DETAILS = 20;
-
-const PART_NAMES: Record<string, string> = {
-  body: 'body',
-  querystring: 'query',
-  params: 'path',
-  headers: 'headers',
-};
-
-interface AjvIssue {
-  instancePath: string;
-  keyword: string;
-  message?: string;
-  params: Record<string, unknown>;
-}
-
-function validationDetails(part: string, issues: AjvIssue[]): ErrorDetail[] {
-  const prefix = `/${PART_NAMES[part] ?? part}`;
-  return issues.slice(0, MAX_DETAILS).map((issue) => {
-    let path = prefix + issue.instancePath;
-    let message = issue.message ?? 'is invalid';
-    if (issue.keyword === 'required') {
-      path += `/${String(issue.params.missingProperty)}`;
-      message = 'is required';
-    } else if (issue.keyword === 'additionalProperties') {
-      path += `/${String(issue.params.additionalProperty)}`;
-      message = 'is not a known field';
-    } else if (issue.keyword === 'enum' && Array.isArray(issue.params.allowedValues)) {
-      message = `must be one of: ${issue.params.allowedValues.join(', ')}`;
-    }
-    return { path, message };
-  });
-}
 
 /**
  * Framework errors (parsing, limits, routing) mapped onto the catalogue. A validation error
@@ -90,34 +56,30 @@ const STATUS_CODES: Record<number, ErrorCode> = {
 export function toAppError(err: FastifyError | AppError | Error): AppError {
   if (err instanceof AppError) return err;
   const fe = err as FastifyError;
-  if (fe.validation) {
-    const details = validationDetails(fe.validationContext ?? 'body', fe.validation as AjvIssue[]);
-    const first = details[0];
-    const more = fe.validation.length > 1 ? ` (${fe.validation.length - 1} more problem(s) in details)` : '';
-    return new AppError(
-      'validation_error',
-      first ? `${first.path} ${first.message}${more}` : 'Invalid request',
-      {
-        details,
-      },
-    );
-  }
+  if (fe.validation) return validationError(fe.validationContext ?? 'body', fe.validation as AjvIssue[]);
   const known = fe.code ? FASTIFY_CODES[fe.code] : undefined;
-  if (known) return new AppError(known.code, known.message, known.detail && { details: [known.detail] });
+  if (known) {
+    return new AppError(known.code, known.message, {
+      ...(known.detail && { details: [known.detail] }),
+      cause: err,
+    });
+  }
   if (err instanceof SyntaxError) {
     return new AppError('validation_error', 'Request body is not valid JSON', {
       details: [{ path: '/body', message: 'is not valid JSON' }],
+      cause: err,
     });
   }
   if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
-    return new AppError(STATUS_CODES[fe.statusCode] ?? 'validation_error', fe.message);
+    return new AppError(STATUS_CODES[fe.statusCode] ?? 'validation_error', fe.message, { cause: err });
   }
   if (isDatabaseUnavailable(err)) {
     return new AppError('service_unavailable', 'The database is unavailable; retry shortly', {
       headers: { 'retry-after': '5' },
+      cause: err,
     });
   }
-  return new AppError('internal_error', 'Internal server error');
+  return new AppError('internal_error', 'Internal server error', { cause: err });
 }
 
 export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
@@ -132,10 +94,13 @@ export function installErrorHandling(app: App): void {
     else request.log.debug({ code: appErr.code }, appErr.message);
     return sendError(reply, appErr);
   });
-  app.setNotFoundHandler((request, reply) =>
-    sendError(
-      reply,
-      new AppError('not_found', `No route for ${request.method} ${request.url.split('?')[0]}`),
-    ),
+  app.setNotFoundHandler(answerNotFound);
+}
+
+/** The answer to a path no route matches; an authenticated scope answers it after its guard. */
+export function answerNotFound(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return sendError(
+    reply,
+    new AppError('not_found', `No route for ${request.method} ${request.url.split('?')[0]}`),
   );
 }

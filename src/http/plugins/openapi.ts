@@ -57,7 +57,6 @@ export async function installOpenApiRoutes(app: App): Promise<void> {
   app.get(
     '/api/svc/openapi.json',
     {
-      config: { auth: 'public' },
       schema: {
         tags: ['operations'],
         summary: 'This OpenAPI 3.1 document',
@@ -69,9 +68,6 @@ export async function installOpenApiRoutes(app: App): Promise<void> {
   );
   // The reference page and its assets are public, like the document they render.
   await app.register(async (scope) => {
-    scope.addHook('onRoute', (route) => {
-      route.config = { ...route.config, auth: 'public' };
-    });
     await scope.register(swaggerUi, {
       routePrefix: '/api/svc/docs',
       uiConfig: { docExpansion: 'list', deepLinking: true },

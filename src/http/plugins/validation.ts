@@ -1,12 +1,6 @@
-import { Ajv, type Options } from 'ajv';
-import addFormatsModule from 'ajv-formats';
 import type { FastifySchemaValidationError } from 'fastify';
+import { newAjv } from '../../lib/ajv.ts';
 import type { App } from '../types.ts';
-
-// ajv-formats is CommonJS: under ESM its default import is the plugin function itself.
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
-
-const common: Options = { allErrors: true, useDefaults: true, removeAdditional: false, strict: false };
 
 /** Text problems beyond this many are not listed (like schema failures). */
 const MAX_TEXT_ISSUES = 20;
@@ -67,8 +61,8 @@ type Validate = ((data: unknown) => boolean) & { errors?: FastifySchemaValidatio
  * text the database can store (see `textIssues`).
  */
 export function installValidators(app: App): void {
-  const bodyAjv = addFormats(new Ajv({ ...common, coerceTypes: false }));
-  const textAjv = addFormats(new Ajv({ ...common, coerceTypes: 'array' }));
+  const bodyAjv = newAjv('json');
+  const textAjv = newAjv('text');
   app.setValidatorCompiler(({ schema, httpPart }) => {
     if (httpPart !== 'body') return textAjv.compile(schema as object);
     const validate = bodyAjv.compile(schema as object);

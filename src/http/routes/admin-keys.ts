@@ -7,14 +7,13 @@ import { AdminApiKey, CreatedKey, CreateKeyBody, IdParams, KeyIdParams } from '.
 import { errorResponses } from '../../schemas/common.ts';
 import type { App } from '../types.ts';
 
-const admin = { config: { auth: 'admin' as const } };
 const adminSchema = { tags: ['admin'], security: [{ adminToken: [] }] };
 
+// Paths under /api/admin: registered in the admin scope (app.ts).
 export function adminKeyRoutes(app: App, deps: Deps): void {
   app.post(
-    '/api/admin/organizations/:id/keys',
+    '/organizations/:id/keys',
     {
-      ...admin,
       schema: {
         ...adminSchema,
         summary: 'Create an API key; its value is in this response only',
@@ -49,9 +48,8 @@ export function adminKeyRoutes(app: App, deps: Deps): void {
   );
 
   app.get(
-    '/api/admin/organizations/:id/keys',
+    '/organizations/:id/keys',
     {
-      ...admin,
       schema: {
         ...adminSchema,
         summary: "List an organization's keys (never their values)",
@@ -66,9 +64,8 @@ export function adminKeyRoutes(app: App, deps: Deps): void {
   );
 
   app.delete(
-    '/api/admin/keys/:keyId',
+    '/keys/:keyId',
     {
-      ...admin,
       schema: {
         ...adminSchema,
         summary: 'Revoke an API key (every process refuses it from the next request on)',

@@ -17,14 +17,13 @@ import {
 import { errorResponses } from '../../schemas/common.ts';
 import type { App } from '../types.ts';
 
-const admin = { config: { auth: 'admin' as const } };
 const adminSchema = { tags: ['admin'], security: [{ adminToken: [] }] };
 
+// Paths under /api/admin: registered in the admin scope (app.ts).
 export function adminOrganizationRoutes(app: App, deps: Deps): void {
   app.post(
-    '/api/admin/organizations',
+    '/organizations',
     {
-      ...admin,
       schema: {
         ...adminSchema,
         summary: 'Create an organization with its first API key and webhook secret',
@@ -44,9 +43,8 @@ export function adminOrganizationRoutes(app: App, deps: Deps): void {
   );
 
   app.get(
-    '/api/admin/organizations',
+    '/organizations',
     {
-      ...admin,
       schema: {
         ...adminSchema,
         summary: 'List organizations',
@@ -57,9 +55,8 @@ export function adminOrganizationRoutes(app: App, deps: Deps): void {
   );
 
   app.get(
-    '/api/admin/organizations/:id',
+    '/organizations/:id',
     {
-      ...admin,
       schema: {
         ...adminSchema,
         summary: 'Get an organization with its plan and effective limits',
@@ -75,9 +72,8 @@ export function adminOrganizationRoutes(app: App, deps: Deps): void {
   );
 
   app.patch(
-    '/api/admin/organizations/:id',
+    '/organizations/:id',
     {
-      ...admin,
       schema: {
         ...adminSchema,
         summary: 'Change the plan or override limits (enterprise)',

@@ -7,14 +7,13 @@ import { AdminUser, CreatedUser, CreateUserBody, IdParams } from '../../schemas/
 import { errorResponses } from '../../schemas/common.ts';
 import type { App } from '../types.ts';
 
-const admin = { config: { auth: 'admin' as const } };
 const adminSchema = { tags: ['admin'], security: [{ adminToken: [] }] };
 
+// Paths under /api/admin: registered in the admin scope (app.ts).
 export function adminUserRoutes(app: App, deps: Deps): void {
   app.post(
-    '/api/admin/organizations/:id/users',
+    '/organizations/:id/users',
     {
-      ...admin,
       schema: {
         ...adminSchema,
         summary: 'Create a user of the organization (who can then sign in to the dashboard)',
@@ -31,9 +30,8 @@ export function adminUserRoutes(app: App, deps: Deps): void {
   );
 
   app.get(
-    '/api/admin/organizations/:id/users',
+    '/organizations/:id/users',
     {
-      ...admin,
       schema: {
         ...adminSchema,
         summary: "List an organization's users (never their password hashes)",

@@ -4,9 +4,10 @@ import { BillingStatus } from '../../schemas/billing.ts';
 import { errorResponses, OrganizationQuery } from '../../schemas/common.ts';
 import { type App, principalOf } from '../types.ts';
 
+// Paths under /api/svc: registered in the API-key scope (app.ts).
 export function billingStatusRoutes(app: App, deps: Deps): void {
   app.get(
-    '/api/svc/billing/status',
+    '/billing/status',
     {
       schema: {
         tags: ['billing'],

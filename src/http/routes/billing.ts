@@ -10,9 +10,10 @@ import { type App, principalOf } from '../types.ts';
 
 const tags = ['billing'];
 
+// Paths under /api/svc: registered in the API-key scope (app.ts).
 export function billingRoutes(app: App, deps: Deps): void {
   app.post(
-    '/api/svc/billing/checkout',
+    '/billing/checkout',
     {
       schema: {
         tags,
@@ -25,7 +26,7 @@ export function billingRoutes(app: App, deps: Deps): void {
   );
 
   app.post(
-    '/api/svc/billing/portal',
+    '/billing/portal',
     {
       schema: {
         tags,
@@ -36,7 +37,13 @@ export function billingRoutes(app: App, deps: Deps): void {
     },
     async (request) => createPortalSession(deps, principalOf(request).organizationId),
   );
+}
 
+/**
+ * Stripe's events: public (no API key), since Stripe signs them with STRIPE_WEBHOOK_SECRET;
+ * registered in the public scope (app.ts) under its full path.
+ */
+export function stripeWebhookRoutes(app: App, deps: Deps): void {
   // Stripe's signature is over the exact bytes sent, so this route keeps the body raw.
   app.register(async (scope) => {
     // Replaces the app's strict-UTF-8 parser in this scope only.
@@ -47,7 +54,6 @@ export function billingRoutes(app: App, deps: Deps): void {
     scope.post(
       '/api/svc/billing/webhook',
       {
-        config: { auth: 'public' },
         schema: {
           tags,
           summary: 'Stripe webhook events (signed with STRIPE_WEBHOOK_SECRET; no API key)',
@@ -78,9 +84,11 @@ export function billingRoutes(app: App, deps: Deps): void {
           event = Stripe.webhooks.constructEvent(request.body, signature, secret);
         } catch (err) {
           const reason = err instanceof Error ? err.message : 'unknown reason';
-          throw errors.validation(`The Stripe signature is not valid: ${reason}`, [
-            { path: '/headers/stripe-signature', message: `is not valid: ${reason}` },
-          ]);
+          throw errors.validation(
+            `The Stripe signature is not valid: ${reason}`,
+            [{ path: '/headers/stripe-signature', message: `is not valid: ${reason}` }],
+            err,
+          );
         }
         const problem = malformedEvent(event);
         if (problem) {

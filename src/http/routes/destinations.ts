@@ -18,9 +18,10 @@ import { type App, principalOf } from '../types.ts';
 
 const tags = ['destinations'];
 
+// Paths under /api/svc: registered in the API-key scope (app.ts).
 export function destinationRoutes(app: App, deps: Deps): void {
   app.get(
-    '/api/svc/tasks/:taskId/destinations',
+    '/tasks/:taskId/destinations',
     {
       schema: {
         tags,
@@ -33,7 +34,7 @@ export function destinationRoutes(app: App, deps: Deps): void {
   );
 
   app.post(
-    '/api/svc/tasks/:taskId/destinations',
+    '/tasks/:taskId/destinations',
     {
       schema: {
         tags,
@@ -56,7 +57,7 @@ export function destinationRoutes(app: App, deps: Deps): void {
   );
 
   app.patch(
-    '/api/svc/tasks/:taskId/destinations/:destinationId',
+    '/tasks/:taskId/destinations/:destinationId',
     {
       schema: {
         tags,
@@ -77,7 +78,7 @@ export function destinationRoutes(app: App, deps: Deps): void {
   );
 
   app.delete(
-    '/api/svc/tasks/:taskId/destinations/:destinationId',
+    '/tasks/:taskId/destinations/:destinationId',
     {
       schema: {
         tags,

@@ -7,12 +7,9 @@ import type { App } from '../types.ts';
 const READY_TIMEOUT_MS = 2000;
 
 export function healthRoutes(app: App, deps: Deps): void {
-  const common = { config: { auth: 'public' as const } };
-
   app.get(
     '/healthz',
     {
-      ...common,
       schema: {
         tags: ['operations'],
         summary: 'The process is up',
@@ -26,7 +23,6 @@ export function healthRoutes(app: App, deps: Deps): void {
   app.get(
     '/readyz',
     {
-      ...common,
       schema: {
         tags: ['operations'],
         summary: 'The database answers',
@@ -53,7 +49,6 @@ export function healthRoutes(app: App, deps: Deps): void {
   app.get(
     '/metrics',
     {
-      ...common,
       schema: {
         tags: ['operations'],
         summary: 'Prometheus metrics (text exposition format)',

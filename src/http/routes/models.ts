@@ -6,9 +6,10 @@ import { errorResponses } from '../../schemas/common.ts';
 import { Model, ModelIdParams } from '../../schemas/model.ts';
 import type { App } from '../types.ts';
 
+// Paths under /api/svc: registered in the API-key scope (app.ts).
 export function modelRoutes(app: App, deps: Deps): void {
   app.get(
-    '/api/svc/models',
+    '/models',
     {
       schema: {
         tags: ['models'],
@@ -20,7 +21,7 @@ export function modelRoutes(app: App, deps: Deps): void {
   );
 
   app.get(
-    '/api/svc/models/:modelId',
+    '/models/:modelId',
     {
       schema: {
         tags: ['models'],

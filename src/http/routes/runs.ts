@@ -5,9 +5,10 @@ import { errorResponses, OrganizationListQuery } from '../../schemas/common.ts';
 import { Run, RunIdParams, RunWithDeliveries, TaskRunsParams, TaskRunsQuery } from '../../schemas/run.ts';
 import { type App, principalOf } from '../types.ts';
 
+// Paths under /api/svc: registered in the API-key scope (app.ts).
 export function runRoutes(app: App, deps: Deps): void {
   app.get(
-    '/api/svc/runs',
+    '/runs',
     {
       schema: {
         tags: ['runs'],
@@ -20,7 +21,7 @@ export function runRoutes(app: App, deps: Deps): void {
   );
 
   app.get(
-    '/api/svc/runs/:runId',
+    '/runs/:runId',
     {
       schema: {
         tags: ['runs'],
@@ -33,7 +34,7 @@ export function runRoutes(app: App, deps: Deps): void {
   );
 
   app.post(
-    '/api/svc/runs/:runId/redeliver',
+    '/runs/:runId/redeliver',
     {
       schema: {
         tags: ['runs'],
@@ -50,7 +51,7 @@ export function runRoutes(app: App, deps: Deps): void {
   );
 
   app.get(
-    '/api/svc/tasks/:taskId/runs',
+    '/tasks/:taskId/runs',
     {
       schema: {
         tags: ['runs'],

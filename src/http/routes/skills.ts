@@ -7,9 +7,10 @@ import { type App, principalOf } from '../types.ts';
 
 const tags = ['skills'];
 
+// Paths under /api/svc: registered in the API-key scope (app.ts).
 export function skillRoutes(app: App, deps: Deps): void {
   app.get(
-    '/api/svc/skills',
+    '/skills',
     {
       schema: {
         tags,
@@ -22,7 +23,7 @@ export function skillRoutes(app: App, deps: Deps): void {
   );
 
   app.post(
-    '/api/svc/skills',
+    '/skills',
     {
       schema: {
         tags,
@@ -39,7 +40,7 @@ export function skillRoutes(app: App, deps: Deps): void {
   );
 
   app.get(
-    '/api/svc/skills/:skillId',
+    '/skills/:skillId',
     {
       schema: {
         tags,
@@ -52,7 +53,7 @@ export function skillRoutes(app: App, deps: Deps): void {
   );
 
   app.patch(
-    '/api/svc/skills/:skillId',
+    '/skills/:skillId',
     {
       schema: {
         tags,
@@ -67,7 +68,7 @@ export function skillRoutes(app: App, deps: Deps): void {
   );
 
   app.delete(
-    '/api/svc/skills/:skillId',
+    '/skills/:skillId',
     {
       schema: {
         tags,

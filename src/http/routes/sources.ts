@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import type { Deps } from '../../domain/deps.ts';
-import { testSource } from '../../domain/source-test.ts';
 import { createSource, deleteSource, getSource, listSources, updateSource } from '../../domain/sources.ts';
+import { testSource } from '../../runner/source-test.ts';
 import { errorResponses, OrganizationQuery } from '../../schemas/common.ts';
 import {
   Source,
@@ -14,9 +14,10 @@ import { type App, principalOf } from '../types.ts';
 
 const tags = ['sources'];
 
+// Paths under /api/svc: registered in the API-key scope (app.ts).
 export function sourceRoutes(app: App, deps: Deps): void {
   app.get(
-    '/api/svc/sources',
+    '/sources',
     {
       schema: {
         tags,
@@ -29,7 +30,7 @@ export function sourceRoutes(app: App, deps: Deps): void {
   );
 
   app.post(
-    '/api/svc/sources',
+    '/sources',
     {
       schema: {
         tags,
@@ -46,7 +47,7 @@ export function sourceRoutes(app: App, deps: Deps): void {
   );
 
   app.get(
-    '/api/svc/sources/:sourceId',
+    '/sources/:sourceId',
     {
       schema: {
         tags,
@@ -59,7 +60,7 @@ export function sourceRoutes(app: App, deps: Deps): void {
   );
 
   app.patch(
-    '/api/svc/sources/:sourceId',
+    '/sources/:sourceId',
     {
       schema: {
         tags,
@@ -74,7 +75,7 @@ export function sourceRoutes(app: App, deps: Deps): void {
   );
 
   app.delete(
-    '/api/svc/sources/:sourceId',
+    '/sources/:sourceId',
     {
       schema: {
         tags,
@@ -90,7 +91,7 @@ export function sourceRoutes(app: App, deps: Deps): void {
   );
 
   app.post(
-    '/api/svc/sources/:sourceId/test',
+    '/sources/:sourceId/test',
     {
       schema: {
         tags,

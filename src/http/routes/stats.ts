@@ -4,9 +4,10 @@ import { errorResponses, OrganizationQuery } from '../../schemas/common.ts';
 import { Stats } from '../../schemas/stats.ts';
 import { type App, principalOf } from '../types.ts';
 
+// Paths under /api/svc: registered in the API-key scope (app.ts).
 export function statsRoutes(app: App, deps: Deps): void {
   app.get(
-    '/api/svc/stats',
+    '/stats',
     {
       schema: {
         tags: ['stats'],

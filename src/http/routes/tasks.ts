@@ -23,9 +23,10 @@ import { type App, principalOf } from '../types.ts';
 
 const tags = ['tasks'];
 
+// Paths under /api/svc: registered in the API-key scope (app.ts).
 export function taskRoutes(app: App, deps: Deps): void {
   app.get(
-    '/api/svc/tasks',
+    '/tasks',
     {
       schema: {
         tags,
@@ -41,7 +42,7 @@ export function taskRoutes(app: App, deps: Deps): void {
   );
 
   app.post(
-    '/api/svc/tasks',
+    '/tasks',
     {
       schema: {
         tags,
@@ -58,7 +59,7 @@ export function taskRoutes(app: App, deps: Deps): void {
   );
 
   app.get(
-    '/api/svc/tasks/:taskId',
+    '/tasks/:taskId',
     {
       schema: {
         tags,
@@ -81,7 +82,7 @@ export function taskRoutes(app: App, deps: Deps): void {
   );
 
   app.patch(
-    '/api/svc/tasks/:taskId',
+    '/tasks/:taskId',
     {
       schema: {
         tags,
@@ -96,7 +97,7 @@ export function taskRoutes(app: App, deps: Deps): void {
   );
 
   app.delete(
-    '/api/svc/tasks/:taskId',
+    '/tasks/:taskId',
     {
       schema: {
         tags,
@@ -112,7 +113,7 @@ export function taskRoutes(app: App, deps: Deps): void {
   );
 
   app.post(
-    '/api/svc/tasks/:taskId/run',
+    '/tasks/:taskId/run',
     {
       schema: {
         tags,

@@ -1,6 +1,7 @@
 // Sign-up, sign-in, sign-out and accepting an invitation.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../../domain/deps.ts';
+import { tooManyPasswordAttempts } from '../../domain/sessions.ts';
 import {
   acceptInvitation,
   invitationOf,
@@ -11,15 +12,7 @@ import {
   signUp,
 } from '../../domain/users.ts';
 import { AppError } from '../../lib/errors.ts';
-import {
-  anonymousFormToken,
-  cookieOptions,
-  field,
-  formOf,
-  SESSION_COOKIE,
-  safeNext,
-  tooManyPasswordAttempts,
-} from '../auth.ts';
+import { anonymousFormToken, cookieOptions, field, formOf, SESSION_COOKIE, safeNext } from '../auth.ts';
 import { html } from '../html.ts';
 import { csrfField, page } from '../layout.ts';
 import type { WebScope } from '../plugin.ts';
@@ -93,7 +86,7 @@ export function authPages(scope: WebScope, deps: Deps): void {
   });
 
   scope.post('/login', async (request, reply) => {
-    if (await tooManyPasswordAttempts(deps, request)) return slowDown(reply);
+    if (await tooManyPasswordAttempts(deps, request.ip)) return slowDown(reply);
     const form = formOf(request);
     const session = await signIn(deps, { email: field(form, 'email'), password: field(form, 'password') });
     if (!session) {
@@ -128,7 +121,7 @@ export function authPages(scope: WebScope, deps: Deps): void {
   });
 
   scope.post('/signup', async (request, reply) => {
-    if (await tooManyPasswordAttempts(deps, request)) return slowDown(reply);
+    if (await tooManyPasswordAttempts(deps, request.ip)) return slowDown(reply);
     const form = formOf(request);
     const values = {
       organizationName: field(form, 'organizationName'),
@@ -195,7 +188,7 @@ export function authPages(scope: WebScope, deps: Deps): void {
   });
 
   scope.post<{ Params: { token: string } }>('/invite/:token', async (request, reply) => {
-    if (await tooManyPasswordAttempts(deps, request)) return slowDown(reply);
+    if (await tooManyPasswordAttempts(deps, request.ip)) return slowDown(reply);
     const form = formOf(request);
     try {
       const session = await acceptInvitation(deps, request.params.token, {

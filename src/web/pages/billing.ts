@@ -2,13 +2,12 @@
 // upgrade through Stripe Checkout, manage the subscription in Stripe's portal).
 import type { FastifyReply } from 'fastify';
 import { createCheckoutSession, createPortalSession } from '../../billing/sessions.ts';
-import { dailyUsage } from '../../db/sql/usage.ts';
 import { billingStatus } from '../../domain/billing.ts';
 import type { Deps } from '../../domain/deps.ts';
-import { organizationStatistics } from '../../domain/stats.ts';
+import { type DayOfUsage, lastDaysOfUsage, organizationStatistics } from '../../domain/stats.ts';
 import type { Viewer } from '../../domain/users.ts';
 import { AppError } from '../../lib/errors.ts';
-import { viewerOrRedirect } from '../auth.ts';
+import { viewerOf } from '../auth.ts';
 import { type Html, html, raw } from '../html.ts';
 import { csrfField, page } from '../layout.ts';
 import type { WebScope } from '../plugin.ts';
@@ -19,7 +18,7 @@ const card = (label: string, value: string | number) =>
   html`<div class="card"><div class="muted">${label}</div><div class="n">${value}</div></div>`;
 
 /** Bars of runs per day and a line of cost, as an SVG with a text alternative (the table). */
-function usageChart(days: { day: string; runs: number; costCents: number }[]): Html {
+function usageChart(days: DayOfUsage[]): Html {
   const w = 720; // svg.chart's max-width in layout.ts
   const h = 180;
   const pad = 24;
@@ -49,18 +48,6 @@ ${days.filter((d) => d.runs > 0).map((d) => html`<tr><td>${d.day}</td><td>${d.ru
 </tbody></table></div></details></figure>`;
 }
 
-async function lastDays(deps: Deps, organizationId: string) {
-  const today = new Date(new Date(deps.clock.now()).setUTCHours(0, 0, 0, 0));
-  const since = new Date(today.getTime() - (DAYS - 1) * 86_400_000);
-  const rows = await dailyUsage(deps.db, organizationId, since);
-  const byDay = new Map(rows.map((r) => [new Date(r.day).toISOString().slice(0, 10), r]));
-  return Array.from({ length: DAYS }, (_, i) => {
-    const day = new Date(since.getTime() + i * 86_400_000).toISOString().slice(0, 10);
-    const r = byDay.get(day);
-    return { day, runs: r?.runs ?? 0, costCents: Number(r?.cost_cents ?? 0) };
-  });
-}
-
 const send = (reply: FastifyReply, status: number, markup: string) =>
   reply.code(status).type('text/html; charset=utf-8').send(markup);
 
@@ -82,12 +69,11 @@ ${s.paymentCustomerId ? html`<form method="post" action="/dashboard/billing/port
 
 export function billingPages(scope: WebScope, deps: Deps): void {
   scope.get('/dashboard', async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const [s, stats, days] = await Promise.all([
       billingStatus(deps, viewer.organizationId),
       organizationStatistics(deps, viewer.organizationId),
-      lastDays(deps, viewer.organizationId),
+      lastDaysOfUsage(deps, viewer.organizationId, DAYS),
     ]);
     return send(
       reply,
@@ -105,8 +91,7 @@ ${usageChart(days)}
   });
 
   scope.get<{ Querystring: { checkout?: string } }>('/dashboard/billing', async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const flash =
       request.query.checkout === 'success'
         ? ({
@@ -124,8 +109,7 @@ ${usageChart(days)}
     ['/dashboard/billing/portal', createPortalSession],
   ] as const) {
     scope.post(path, async (request, reply) => {
-      const viewer = viewerOrRedirect(request, reply);
-      if (!viewer) return reply;
+      const viewer = viewerOf(request);
       try {
         const { url } = await create(deps, viewer.organizationId);
         return reply.redirect(url, 303);

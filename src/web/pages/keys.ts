@@ -1,12 +1,11 @@
 // Settings → API keys: each person creates their own keys; a value is shown once.
 import type { FastifyReply } from 'fastify';
-import { findOrganization } from '../../db/sql/organizations.ts';
 import { createApiKey, keysForViewer, revokeKeyAs } from '../../domain/api-keys.ts';
 import type { Deps } from '../../domain/deps.ts';
-import { openWebhookSecret } from '../../domain/organizations.ts';
+import { webhookSecretOf } from '../../domain/organizations.ts';
 import type { Viewer } from '../../domain/users.ts';
 import { AppError } from '../../lib/errors.ts';
-import { field, formOf, viewerOrRedirect } from '../auth.ts';
+import { field, formOf, viewerOf } from '../auth.ts';
 import { inlineScript } from '../csp.ts';
 import { type Html, html } from '../html.ts';
 import { csrfField, page } from '../layout.ts';
@@ -20,11 +19,11 @@ const when = (iso: string | null) =>
 /** The owner sees the webhook signing secret: receivers need it to verify deliveries. */
 async function webhookSecretSection(deps: Deps, viewer: Viewer) {
   if (viewer.role !== 'owner') return '';
-  const org = await findOrganization(deps.db, viewer.organizationId);
-  if (!org) return '';
+  const secret = await webhookSecretOf(deps, viewer.organizationId);
+  if (secret === undefined) return '';
   return html`<details><summary>Webhook signing secret</summary>
 <p class="muted">Webhook deliveries are signed with this secret (Standard Webhooks); give it only to your receivers.</p>
-<p class="secret">${openWebhookSecret(deps, org)}</p></details>`;
+<p class="secret">${secret}</p></details>`;
 }
 
 async function keysPage(
@@ -69,8 +68,7 @@ const send = (reply: FastifyReply, status: number, markup: string) =>
 
 export function keyPages(scope: WebScope, deps: Deps): void {
   scope.get<{ Querystring: { welcome?: string } }>('/dashboard/keys', async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const welcome = request.query.welcome
       ? html`<div class="flash ok" role="status">Your organization is ready. Create an API key to call the API.</div>`
       : '';
@@ -78,8 +76,7 @@ export function keyPages(scope: WebScope, deps: Deps): void {
   });
 
   scope.post('/dashboard/keys', async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const name = field(formOf(request), 'name');
     if (!name || name.length > 255) {
       return send(
@@ -107,8 +104,7 @@ ${COPY_SCRIPT}</section>`;
   });
 
   scope.post<{ Params: { id: string } }>('/dashboard/keys/:id/revoke', async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     try {
       await revokeKeyAs(deps, viewer, request.params.id);
     } catch (err) {

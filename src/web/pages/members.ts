@@ -3,7 +3,7 @@ import type { FastifyReply } from 'fastify';
 import type { Deps } from '../../domain/deps.ts';
 import { inviteMember, listInvitations, listMembers, type Viewer } from '../../domain/users.ts';
 import { AppError } from '../../lib/errors.ts';
-import { field, formOf, viewerOrRedirect } from '../auth.ts';
+import { field, formOf, viewerOf } from '../auth.ts';
 import { type Html, html } from '../html.ts';
 import { csrfField, page } from '../layout.ts';
 import type { WebScope } from '../plugin.ts';
@@ -42,14 +42,12 @@ const send = (reply: FastifyReply, status: number, markup: string) =>
 
 export function memberPages(scope: WebScope, deps: Deps): void {
   scope.get('/dashboard/members', async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     return send(reply, 200, await membersPage(deps, viewer, ''));
   });
 
   scope.post('/dashboard/members', async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     try {
       const invite = await inviteMember(deps, viewer, field(formOf(request), 'email'));
       const link = `${deps.config.publicUrl}/invite/${invite.token}`;

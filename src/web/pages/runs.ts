@@ -9,7 +9,7 @@ import type { Viewer } from '../../domain/users.ts';
 import { AppError } from '../../lib/errors.ts';
 import type { Delivery, RunWithDeliveries } from '../../schemas/run.ts';
 import type { Task } from '../../schemas/task.ts';
-import { viewerOrRedirect } from '../auth.ts';
+import { viewerOf } from '../auth.ts';
 import { type Html, html } from '../html.ts';
 import { badge, csrfField, page } from '../layout.ts';
 import { renderMarkdown } from '../markdown.ts';
@@ -127,8 +127,7 @@ export function runPages(scope: WebScope, deps: Deps): void {
       : Promise.resolve(undefined);
 
   scope.get(section, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const limit = limitOf(request.query);
     const [runs, tasks] = await Promise.all([
       listRuns(deps, viewer.organizationId, limit),
@@ -149,8 +148,7 @@ ${runsTable(runs, { tasks: byId })}`,
   });
 
   scope.get<{ Params: { id: string } }>(`${section}/:id`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const run = await runOf(viewer, request.params.id);
     if (!run) return missing(reply, viewer);
     const task = await taskOfRun(viewer, run);
@@ -159,8 +157,7 @@ ${runsTable(runs, { tasks: byId })}`,
   });
 
   scope.post<{ Params: { id: string } }>(`${section}/:id/redeliver`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const id = request.params.id;
     if (!isUuid(id)) return missing(reply, viewer);
     try {

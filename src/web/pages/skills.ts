@@ -6,7 +6,7 @@ import { createSkill, deleteSkill, getSkill, listSkills, updateSkill } from '../
 import type { Viewer } from '../../domain/users.ts';
 import { AppError } from '../../lib/errors.ts';
 import { type Skill, SkillCreateBody, SkillUpdateBody } from '../../schemas/skill.ts';
-import { type FormBody, field, formOf, viewerOrRedirect } from '../auth.ts';
+import { type FormBody, field, formOf, viewerOf } from '../auth.ts';
 import { html } from '../html.ts';
 import { csrfField, page } from '../layout.ts';
 import { renderMarkdown } from '../markdown.ts';
@@ -168,21 +168,18 @@ export function skillPages(scope: WebScope, deps: Deps): void {
     isUuid(id) ? found(() => getSkill(deps, viewer.organizationId, id)) : Promise.resolve(undefined);
 
   scope.get(section, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     return sendHtml(reply, 200, await listPage(deps, viewer, doneFlash(request.query, DONE)));
   });
 
   scope.get(`${section}/new`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const values = { name: '', description: '', category: '', content: '', requiredSources: '' };
     return sendHtml(reply, 200, formPage(viewer, { values }));
   });
 
   scope.post(section, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const values = valuesOfForm(formOf(request));
     const body = createBodyOf(values, viewer.organizationId);
     try {
@@ -197,24 +194,21 @@ export function skillPages(scope: WebScope, deps: Deps): void {
   });
 
   scope.get<IdParams>(`${section}/:id`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const skill = await skillOf(viewer, request.params.id);
     if (!skill) return missing(reply, viewer);
     return sendHtml(reply, 200, skillPage(viewer, skill, doneFlash(request.query, DONE)));
   });
 
   scope.get<IdParams>(`${section}/:id/edit`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const skill = await skillOf(viewer, request.params.id);
     if (!skill) return missing(reply, viewer);
     return sendHtml(reply, 200, formPage(viewer, { skill, values: valuesOfSkill(skill) }));
   });
 
   scope.post<IdParams>(`${section}/:id`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const skill = await skillOf(viewer, request.params.id);
     if (!skill) return missing(reply, viewer);
     const values = valuesOfForm(formOf(request));

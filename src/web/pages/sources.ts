@@ -8,10 +8,10 @@
 // PATCH does (docs/api.md, "Secrets"); a credential is removed with its "remove" box.
 import type { FastifyReply } from 'fastify';
 import type { Deps } from '../../domain/deps.ts';
-import { testSource } from '../../domain/source-test.ts';
 import { createSource, deleteSource, getSource, listSources, updateSource } from '../../domain/sources.ts';
 import type { Viewer } from '../../domain/users.ts';
 import { AppError, type ErrorDetail, errors } from '../../lib/errors.ts';
+import { testSource } from '../../runner/source-test.ts';
 import {
   AUTH_TYPES,
   CREDENTIAL_KEYS,
@@ -26,7 +26,7 @@ import {
   SourceUpdateBody,
   type Tool,
 } from '../../schemas/source.ts';
-import { type FormBody, field, fields, formOf, viewerOrRedirect } from '../auth.ts';
+import { type FormBody, field, fields, formOf, viewerOf } from '../auth.ts';
 import { type Html, html, raw } from '../html.ts';
 import { badge, csrfField, page } from '../layout.ts';
 import {
@@ -404,21 +404,18 @@ export function sourcePages(scope: WebScope, deps: Deps): void {
     isUuid(id) ? found(() => getSource(deps, viewer.organizationId, id)) : Promise.resolve(undefined);
 
   scope.get(section, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     return sendHtml(reply, 200, await listPage(deps, viewer, doneFlash(request.query, DONE)));
   });
 
   scope.get(`${section}/new`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const values = valuesOfForm({}, 'mcp');
     return sendHtml(reply, 200, formPage(deps, viewer, { values }));
   });
 
   scope.post(section, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const form = formOf(request);
     const values = valuesOfForm(form, field(form, 'type'));
     const details: ErrorDetail[] = [];
@@ -435,24 +432,21 @@ export function sourcePages(scope: WebScope, deps: Deps): void {
   });
 
   scope.get<IdParams>(`${section}/:id`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const source = await sourceOf(viewer, request.params.id);
     if (!source) return missing(reply, viewer);
     return sendHtml(reply, 200, sourcePage(viewer, source, { flash: doneFlash(request.query, DONE) }));
   });
 
   scope.get<IdParams>(`${section}/:id/edit`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const source = await sourceOf(viewer, request.params.id);
     if (!source) return missing(reply, viewer);
     return sendHtml(reply, 200, formPage(deps, viewer, { source, values: valuesOfSource(source) }));
   });
 
   scope.post<IdParams>(`${section}/:id`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const source = await sourceOf(viewer, request.params.id);
     if (!source) return missing(reply, viewer);
     const values = valuesOfForm(formOf(request), source.type);
@@ -472,8 +466,7 @@ export function sourcePages(scope: WebScope, deps: Deps): void {
 
   // The test connects for real (up to 15 s) and shows its outcome on the source's page.
   scope.post<IdParams>(`${section}/:id/test`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const id = request.params.id;
     if (!isUuid(id)) return missing(reply, viewer);
     const test = await found(() => testSource(deps, viewer.organizationId, id));

@@ -18,7 +18,7 @@ import { AppError } from '../../lib/errors.ts';
 import { WEEKDAYS } from '../../scheduler/slots.ts';
 import type { Run } from '../../schemas/run.ts';
 import { DESTINATION_TYPES, type Task, TaskCreateBody, TaskUpdateBody } from '../../schemas/task.ts';
-import { type FormBody, field, fields, formOf, viewerOrRedirect } from '../auth.ts';
+import { type FormBody, field, fields, formOf, viewerOf } from '../auth.ts';
 import { inlineScript } from '../csp.ts';
 import { type Html, html, raw } from '../html.ts';
 import { badge, csrfField, page } from '../layout.ts';
@@ -427,30 +427,19 @@ export function taskPages(scope: WebScope, deps: Deps): void {
     isUuid(id) ? found(() => getTask(deps, viewer.organizationId, id)) : Promise.resolve(undefined);
 
   scope.get(section, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     return sendHtml(reply, 200, await taskListPage(deps, viewer, doneFlash(request.query, TASK_DONE)));
   });
 
   scope.get(`${section}/new`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const values = newTaskValues(deps);
     const preview = schedulePreview(values, deps.clock.now());
     return sendHtml(reply, 200, await taskFormPage(deps, viewer, { values, preview }));
   });
 
-  // A fragment fetched by the form's script: signed out, it is a bare 401 (a redirect would be
-  // followed by fetch and put the sign-in page inside the form).
-  scope.get('/dashboard/schedule-preview', async (request, reply) => {
-    if (!request.viewer) return sendHtml(reply, 401, '');
-    const fragment = schedulePreview(scheduleInputOf(request.query as FormBody), deps.clock.now());
-    return sendHtml(reply, 200, fragment.value);
-  });
-
   scope.post(section, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const values = valuesOfForm(formOf(request));
     const body = createBodyOf(values, viewer.organizationId);
     const again = async (err: AppError) =>
@@ -475,16 +464,14 @@ export function taskPages(scope: WebScope, deps: Deps): void {
   });
 
   scope.get<IdParams>(`${section}/:id`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const task = await taskOf(viewer, request.params.id);
     if (!task) return missing(reply, viewer);
     return sendHtml(reply, 200, await taskPage(deps, viewer, task, doneFlash(request.query, TASK_DONE)));
   });
 
   scope.get<IdParams>(`${section}/:id/edit`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const task = await taskOf(viewer, request.params.id);
     if (!task) return missing(reply, viewer);
     const preview = savedPreview(task, deps.clock.now());
@@ -496,8 +483,7 @@ export function taskPages(scope: WebScope, deps: Deps): void {
   });
 
   scope.post<IdParams>(`${section}/:id`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const task = await taskOf(viewer, request.params.id);
     if (!task) return missing(reply, viewer);
     const values = valuesOfForm(formOf(request));
@@ -526,8 +512,7 @@ export function taskPages(scope: WebScope, deps: Deps): void {
   });
 
   scope.post<IdParams>(`${section}/:id/run`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const task = await taskOf(viewer, request.params.id);
     if (!task) return missing(reply, viewer);
     try {
@@ -545,8 +530,7 @@ export function taskPages(scope: WebScope, deps: Deps): void {
   });
 
   scope.post<IdParams>(`${section}/:id/status`, async (request, reply) => {
-    const viewer = viewerOrRedirect(request, reply);
-    if (!viewer) return reply;
+    const viewer = viewerOf(request);
     const task = await taskOf(viewer, request.params.id);
     if (!task) return missing(reply, viewer);
     const patch = { status: field(formOf(request), 'status') };
@@ -574,5 +558,16 @@ export function taskPages(scope: WebScope, deps: Deps): void {
     consequence: (task) =>
       html`The task <strong>${task.name}</strong>, its destinations and all its runs will be deleted. Usage it produced stays counted.`,
     missing,
+  });
+}
+
+/**
+ * Fragments fetched by the task form's script; their session scope answers a bare 401 when
+ * signed out (see sessionScope in auth.ts).
+ */
+export function scheduleFragments(scope: WebScope, deps: Deps): void {
+  scope.get('/dashboard/schedule-preview', async (request, reply) => {
+    const fragment = schedulePreview(scheduleInputOf(request.query as FormBody), deps.clock.now());
+    return sendHtml(reply, 200, fragment.value);
   });
 }
