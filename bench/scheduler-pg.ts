@@ -4,8 +4,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Db } from '../src/db/db.ts';
+import { databaseClock } from '../src/db/sql/time.ts';
 import { createOrganization } from '../src/domain/organizations.ts';
-import { systemClock } from '../src/lib/clock.ts';
 import { SecretBox } from '../src/lib/secret-box.ts';
 import { createDatabase as createPostgresDatabase, START_NODE_ARGS } from './baselines.ts';
 
@@ -34,7 +34,7 @@ export const createDatabase = (baseUrl: string): Promise<BenchDatabase> =>
 
 /** `count` organizations on the paid plan (no runsLimit), created as the admin API creates them. */
 export async function createOrganizations(db: Db, secretKey: Buffer, count: number): Promise<string[]> {
-  const deps = { db, clock: systemClock, secretBox: new SecretBox(secretKey) };
+  const deps = { db, clock: databaseClock, secretBox: new SecretBox(secretKey) };
   const ids: string[] = [];
   for (let i = 0; i < count; i += 10) {
     const batch = await Promise.all(

@@ -55,6 +55,7 @@ async function admin(config: Config, url: string | undefined, method: string, pa
   } catch (err) {
     throw new UsageError(
       `cannot reach the service at ${base}: ${(err as Error).cause ?? (err as Error).message}`,
+      { cause: err },
     );
   }
   const text = await res.text();

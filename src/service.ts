@@ -6,6 +6,7 @@ import { migrate } from './db/migrate.ts';
 import { openDb } from './db/open.ts';
 import { findOrganization } from './db/sql/organizations.ts';
 import { pruneRateLimitCounters } from './db/sql/rate-limits.ts';
+import { databaseClock } from './db/sql/time.ts';
 import { pruneExpiredSessionsAndInvitations } from './db/sql/users.ts';
 import { createChannels } from './delivery/channels/index.ts';
 import { DeliveryDispatcher } from './delivery/dispatcher.ts';
@@ -19,7 +20,7 @@ import { resolveSecretKey, verifySecretKey } from './domain/secret-key.ts';
 import { TaskCreateBatcher } from './domain/task-create-batcher.ts';
 import { buildApp } from './http/app.ts';
 import type { App } from './http/types.ts';
-import { type Clock, systemClock } from './lib/clock.ts';
+import type { Clock } from './lib/clock.ts';
 import { createLogger, type Logger } from './lib/logger.ts';
 import { createMetrics } from './lib/metrics.ts';
 import { SecretBox } from './lib/secret-box.ts';
@@ -74,7 +75,7 @@ const MAINTENANCE_INTERVAL_MS = 60_000;
 /** Opens the database, migrates it, and starts the roles this process has. */
 export async function startService(config: Config, options: StartOptions = {}): Promise<Service> {
   const log = options.log ?? createLogger(config.logLevel);
-  const clock = options.clock ?? systemClock;
+  const clock = options.clock ?? databaseClock;
   // A bad catalog file fails startup before any database work.
   let models: ModelCatalog;
   try {

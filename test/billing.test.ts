@@ -191,6 +191,19 @@ describe('billing with Stripe', () => {
     assert.match(refused.body.error.message, /No such price/);
   });
 
+  test("a Stripe outage's log line carries the error it wraps as its cause, and the answer does not", async () => {
+    const org = await svc.createOrg();
+    stripe.fail('/v1/customers', 500, { type: 'api_error', message: 'Cause marker 7f3e' });
+    const outage = await post(svc, org, 'checkout');
+    assert.equal(outage.status, 503, outage.raw);
+    assert.ok(!outage.raw.includes('Cause marker 7f3e'), outage.raw);
+    const line = svc.logs.find(
+      (l) => l.includes('"msg":"request failed"') && l.includes('service_unavailable'),
+    );
+    assert.ok(line, 'the error handler logs the 503');
+    assert.match(line, /caused by: .*Cause marker 7f3e/);
+  });
+
   test('signed webhooks move the plan; bad signatures and stale timestamps are 400s; duplicates change nothing', async () => {
     const org = await svc.createOrg();
     const customer = `cus_${randomUUID().slice(0, 12)}`;

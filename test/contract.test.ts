@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import Stripe from 'stripe';
-import { recordRunOutcome } from '../src/db/sql/usage.ts';
+import { recordRunOutcome } from './helpers/fixtures.ts';
 import {
   fieldProblems,
   hasOperation,

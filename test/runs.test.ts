@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Queryable } from '../src/db/db.ts';
 import { insertRun } from '../src/db/sql/runs.ts';
 import { insertSlotRuns } from '../src/db/sql/scheduler.ts';
-import { recordRunOutcome } from '../src/db/sql/usage.ts';
+import { recordRunOutcome } from './helpers/fixtures.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
 
 async function insertTask(

@@ -25,15 +25,16 @@ function fromStripe(err: unknown, deps: BillingDeps): AppError {
     err instanceof Stripe.errors.StripeAuthenticationError ||
     err instanceof Stripe.errors.StripePermissionError
   ) {
-    return errors.billingNotConfigured("Stripe refused the service's key; check STRIPE_SECRET_KEY");
+    return errors.billingNotConfigured("Stripe refused the service's key; check STRIPE_SECRET_KEY", err);
   }
   if (err instanceof Stripe.errors.StripeInvalidRequestError) {
     return errors.billingNotConfigured(
       `Stripe refused the request (${err.message}); check the billing configuration (STRIPE_PRICE_ID)`,
+      err,
     );
   }
   deps.log.error({ err }, 'stripe request failed');
-  return errors.unavailable('The payment provider could not be reached; try again shortly', 30);
+  return errors.unavailable('The payment provider could not be reached; try again shortly', 30, err);
 }
 
 async function organization(deps: BillingDeps, organizationId: string): Promise<OrganizationRow> {

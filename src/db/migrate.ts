@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Db } from './db.ts';
+import { holdTransactionLock, LOCK_KEYS } from './sql/advisory-locks.ts';
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
 
@@ -29,9 +30,6 @@ export function readMigrations(dir = MIGRATIONS_DIR): Migration[] {
     .sort((a, b) => a.version - b.version);
 }
 
-// Any constant: all processes that migrate one database take the same lock.
-const MIGRATION_LOCK_KEY = 727_001;
-
 /**
  * Applies the migrations not yet applied, forward only, in one transaction under an advisory
  * lock, so processes starting at once wait for each other and none applies a file twice.
@@ -39,7 +37,7 @@ const MIGRATION_LOCK_KEY = 727_001;
  */
 export async function migrate(db: Db, migrations = readMigrations()): Promise<number[]> {
   return db.transaction(async (tx) => {
-    await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
+    await holdTransactionLock(tx, LOCK_KEYS.migrations);
     await tx.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY,
       name text NOT NULL,

@@ -77,18 +77,19 @@ function catalogProblem(data: unknown): string | undefined {
  */
 export function loadModelCatalog(file?: string): ModelCatalog {
   const path = file ?? SHIPPED_CATALOG_FILE;
-  const fail = (problem: string) => new Error(`SVC_MODELS_FILE ${path}: ${problem}`);
+  const fail = (problem: string, cause?: unknown) =>
+    new Error(`SVC_MODELS_FILE ${path}: ${problem}`, cause === undefined ? undefined : { cause });
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw fail(`cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    throw fail(`cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, err);
   }
   let data: unknown;
   try {
     data = JSON.parse(text);
   } catch (err) {
-    throw fail(`is not valid JSON (${(err as Error).message.split('\n')[0]})`);
+    throw fail(`is not valid JSON (${(err as Error).message.split('\n')[0]})`, err);
   }
   const problem = catalogProblem(data);
   if (problem) throw fail(problem);

@@ -9,12 +9,8 @@ import {
 } from '../db/sql/sources.ts';
 import { type ErrorDetail, errors } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';
+import { isLoaderVariable, LOADER_VARIABLE_MESSAGE, notAllowedMessage } from '../lib/loader-variables.ts';
 import { insertWithUniqueSlug, slugify } from '../lib/slug.ts';
-import {
-  isLoaderVariable,
-  LOADER_VARIABLE_MESSAGE,
-  notAllowedMessage,
-} from '../runner/tools/mcp/loader-variables.ts';
 import {
   type AuthConfig,
   type AuthConfigInput,

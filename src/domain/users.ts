@@ -32,7 +32,6 @@ import {
  */
 export {
   acceptInvitation,
-  INVITATION_TTL_MS,
   invitationOf,
   inviteMember,
   listInvitations,

@@ -33,7 +33,3 @@ export function emailAddressProblem(value: string): string | undefined {
   if (/^[0-9]+$/.test(labels.at(-1) ?? '')) return EMAIL_ADDRESS_RULE;
   return undefined;
 }
-
-export function isEmailAddress(value: string): boolean {
-  return emailAddressProblem(value) === undefined;
-}

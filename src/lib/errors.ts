@@ -39,9 +39,10 @@ export class AppError extends Error {
   constructor(
     code: ErrorCode,
     message: string,
-    options: { details?: ErrorDetail[]; headers?: Record<string, string> } = {},
+    options: { details?: ErrorDetail[]; headers?: Record<string, string>; cause?: unknown } = {},
   ) {
-    super(message);
+    // The cause is for logs (the error handler logs the chain); a response never shows it.
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'AppError';
     this.code = code;
     this.status = ERROR_STATUS[code];
@@ -54,22 +55,24 @@ export class AppError extends Error {
 export const UNAUTHORIZED_MESSAGE = 'Invalid or missing API key';
 
 export const errors = {
-  validation: (message: string, details: ErrorDetail[] = []) =>
-    new AppError('validation_error', message, { details }),
+  validation: (message: string, details: ErrorDetail[] = [], cause?: unknown) =>
+    new AppError('validation_error', message, { details, cause }),
   unauthorized: () => new AppError('unauthorized', UNAUTHORIZED_MESSAGE),
   notFound: (what: string) => new AppError('not_found', `${what} not found`),
-  conflict: (message: string) => new AppError('conflict', message),
+  conflict: (message: string, cause?: unknown) => new AppError('conflict', message, { cause }),
   forbidden: (message: string) => new AppError('forbidden', message),
   planLimit: (message: string) => new AppError('plan_limit_exceeded', message),
   rateLimited: (retryAfterSeconds: number) =>
     new AppError('rate_limited', `Rate limit exceeded; retry in ${retryAfterSeconds} s`, {
       headers: { 'retry-after': String(retryAfterSeconds) },
     }),
-  unavailable: (message: string, retryAfterSeconds?: number) =>
+  unavailable: (message: string, retryAfterSeconds?: number, cause?: unknown) =>
     new AppError('service_unavailable', message, {
       ...(retryAfterSeconds !== undefined && { headers: { 'retry-after': String(retryAfterSeconds) } }),
+      cause,
     }),
-  billingNotConfigured: (message: string) => new AppError('billing_not_configured', message),
+  billingNotConfigured: (message: string, cause?: unknown) =>
+    new AppError('billing_not_configured', message, { cause }),
   notImplemented: (message: string) => new AppError('not_implemented', message),
 };
 

@@ -27,8 +27,8 @@ export interface OutboundPolicy {
  */
 export class OutboundUrlError extends Error {
   readonly reason: 'refused' | 'unresolvable';
-  constructor(message: string, reason: 'refused' | 'unresolvable' = 'refused') {
-    super(message);
+  constructor(message: string, reason: 'refused' | 'unresolvable' = 'refused', cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
     this.name = 'OutboundUrlError';
     this.reason = reason;
   }
@@ -181,7 +181,7 @@ export async function assertOutboundUrl(
     found = await resolveHost(host, 'check');
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
-    throw new OutboundUrlError(`${host} could not be resolved (${e.code ?? e.message})`, 'unresolvable');
+    throw new OutboundUrlError(`${host} could not be resolved (${e.code ?? e.message})`, 'unresolvable', err);
   }
   if (found.length === 0)
     throw new OutboundUrlError(`${host} could not be resolved (no address)`, 'unresolvable');

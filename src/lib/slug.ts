@@ -2,10 +2,6 @@
 export const SLUG_PATTERN = '^[a-z0-9]+(?:-[a-z0-9]+)*$';
 export const SLUG_MAX_LENGTH = 100;
 
-const SLUG_RE = new RegExp(SLUG_PATTERN);
-
-export const isSlug = (s: string): boolean => s.length <= SLUG_MAX_LENGTH && SLUG_RE.test(s);
-
 /**
  * The slug of a name: accents dropped, lowercase, every run of other characters turned into
  * one hyphen, cut so that a `-NNN` suffix still fits. A name with no usable character gives
@@ -52,13 +48,13 @@ export async function insertWithUniqueSlug<T>(options: {
   base: string;
   taken: (base: string) => Promise<string[]>;
   insert: (slug: string) => Promise<T>;
-  conflict: (slug: string) => Error;
+  conflict: (slug: string, cause: unknown) => Error;
 }): Promise<T> {
   if (options.explicit !== undefined) {
     try {
       return await options.insert(options.explicit);
     } catch (err) {
-      if (isUniqueViolation(err)) throw options.conflict(options.explicit);
+      if (isUniqueViolation(err)) throw options.conflict(options.explicit, err);
       throw err;
     }
   }

@@ -1,6 +1,6 @@
 // The parts of SVC_STDIO_COMMANDS and SVC_STDIO_USER that need more than a one-line parse.
 // config.ts calls these once at boot and turns a problem into its ConfigError.
-import { isLoaderVariable } from '../runner/tools/mcp/loader-variables.ts';
+import { isLoaderVariable } from './loader-variables.ts';
 
 export interface StdioCommands {
   /** The commands stdio sources may run, compared exactly. */

@@ -33,11 +33,6 @@ interface Entry {
   tool: ToolDefinition;
 }
 
-export interface ToolCallRecord {
-  name: string;
-  ok: boolean;
-}
-
 export class Toolbox {
   readonly #entries = new Map<string, Entry>();
 

@@ -319,7 +319,7 @@ function compiledCron(expr: string): Cron {
   try {
     cron = new Cron(numeric.join(' '), { utcOffset: 0, mode: '5-part', domAndDow: vixieAnd });
   } catch (e) {
-    throw new RangeError(`invalid cron expression: ${(e as Error).message}`);
+    throw new RangeError(`invalid cron expression: ${(e as Error).message}`, { cause: e });
   }
   if (cronCache.size >= 1000) cronCache.clear();
   cronCache.set(key, cron);

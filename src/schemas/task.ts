@@ -6,7 +6,6 @@ import { Source } from './source.ts';
 
 export const SCHEDULES = ['once', 'hourly', 'daily', 'weekly'] as const;
 export const TASK_STATUSES = ['active', 'paused', 'completed'] as const;
-export { WEEKDAYS as WEEKDAY_NAMES } from '../scheduler/slots.ts';
 export const DESTINATION_TYPES = ['email', 'sms', 'webhook'] as const;
 
 /** E.164: a plus, a non-zero country digit, up to 15 digits in all. */

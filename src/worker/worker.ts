@@ -137,7 +137,7 @@ export class RunWorker {
       if (free <= 0 || this.#stopping) return;
       const claimed = await db.transaction(async (tx) => {
         const lockedAt = await takeClaimLock(tx);
-        const now = clock.manual ? clock.now() : lockedAt;
+        const now = clock.agreedNowFrom(lockedAt);
         // Leases are looked at once per heartbeat interval, not at every claim: a lease expires
         // only leaseMs after its last renewal, so checking more often finds nothing sooner.
         if (

@@ -2,9 +2,28 @@ import { randomUUID } from 'node:crypto';
 import { after, before } from 'node:test';
 import type { Queryable } from '../../src/db/db.ts';
 import { insertRun } from '../../src/db/sql/runs.ts';
-import { type RunOutcome, recordRunOutcome } from '../../src/db/sql/usage.ts';
 import type { Clock } from '../../src/lib/clock.ts';
 import { startTestService, type TestService } from './service.ts';
+
+/** A run's final status, cost and tokens, as a test sets them on its ledger row. */
+export interface RunOutcome {
+  status: 'running' | 'completed' | 'failed';
+  costCents: number;
+  tokensUsed: number;
+}
+
+/**
+ * Sets a run's status, cost and tokens in its ledger row, as the worker leaves them when a run
+ * ends. False when the run has no row.
+ */
+export async function recordRunOutcome(db: Queryable, runId: string, outcome: RunOutcome): Promise<boolean> {
+  const rows = await db.query(
+    `UPDATE usage_ledger SET status = $2, cost_cents = $3, tokens_used = $4
+     WHERE run_id = $1 RETURNING run_id`,
+    [runId, outcome.status, outcome.costCents, Math.round(outcome.tokensUsed)],
+  );
+  return rows.length > 0;
+}
 
 /** An organization as the admin API creates it: its id, its first API key, its webhook secret. */
 export interface Org {

@@ -1,6 +1,6 @@
-import type { Plan } from '../../domain/plans.ts';
 import type { Queryable } from '../db.ts';
 import type { OrganizationRow } from './organizations.ts';
+import type { Plan } from './plan-types.ts';
 
 /** Stores the Stripe customer of the organization unless it has one; returns the one it has. */
 export async function setPaymentCustomer(

@@ -1,5 +1,5 @@
-import type { LimitOverrides, Plan } from '../../domain/plans.ts';
 import type { Queryable } from '../db.ts';
+import type { LimitOverrides, Plan } from './plan-types.ts';
 
 export interface OrganizationRow {
   id: string;

@@ -1,5 +1,5 @@
-import type { LimitOverrides, Plan } from '../../domain/plans.ts';
 import type { Queryable } from '../db.ts';
+import type { LimitOverrides, Plan } from './plan-types.ts';
 
 /** What the run limit is decided from: an organization's row, locked. */
 export interface RunLimitRow {

@@ -1,4 +1,5 @@
 import { PLAN_EACH_TIME, type Queryable } from '../db.ts';
+import { LOCK_KEYS } from './advisory-locks.ts';
 import type { RunRow } from './runs.ts';
 
 /**
@@ -11,9 +12,9 @@ import type { RunRow } from './runs.ts';
 /**
  * Claims are serialised cluster-wide by this transaction-level advisory lock (held for the few
  * milliseconds a claim takes), so the per-organization limit is exact even when several
- * workers claim at the same instant. The number is arbitrary but fixed.
+ * workers claim at the same instant.
  */
-const CLAIM_LOCK_KEY = 7_420_133_001;
+const CLAIM_LOCK_KEY = LOCK_KEYS.runClaim;
 
 /** Takes the claim lock; returns the database's clock once it is held (one round trip for both). */
 export async function takeClaimLock(tx: Queryable): Promise<Date> {

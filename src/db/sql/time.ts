@@ -2,22 +2,30 @@ import type { Clock } from '../../lib/clock.ts';
 import type { Queryable } from '../db.ts';
 
 /**
- * "Now" for decisions that several processes must agree on (what is due, whose lease expired):
- * the database server's clock, unless the clock is a manual one that tests drive.
+ * The service's clock: what several processes must agree on (what is due, whose lease expired)
+ * is decided by the database server's clock, so processes on machines whose clocks disagree
+ * still agree. Tests drive a ManualClock (lib/clock.ts) instead.
  */
-export async function currentTime(db: Queryable, clock: Clock): Promise<Date> {
-  if (clock.manual) return clock.now();
-  const [row] = await db.query<{ now: Date }>('SELECT clock_timestamp() AS now');
-  if (!row) throw new Error('clock_timestamp() returned no row');
-  return row.now;
+export const databaseClock: Clock = {
+  now: () => new Date(),
+  async agreedNow(db: Queryable): Promise<Date> {
+    const [row] = await db.query<{ now: Date }>('SELECT clock_timestamp() AS now');
+    if (!row) throw new Error('clock_timestamp() returned no row');
+    return row.now;
+  },
+  agreedNowFrom: (databaseNow: Date) => databaseNow,
+  // null: the statement reads the database's clock itself (one round trip fewer).
+  statementNow: () => null,
+};
+
+/** "Now" for decisions that several processes must agree on (see Clock.agreedNow). */
+export function currentTime(db: Queryable, clock: Clock): Promise<Date> {
+  return clock.agreedNow(db);
 }
 
-/**
- * The time to pass to a statement that records "now" itself: the manual clock's reading in
- * tests, else null, for which the statement uses the database's clock (one round trip fewer).
- */
+/** The time to pass to a statement that records "now" itself (see Clock.statementNow). */
 export function statementTime(clock: Clock): Date | null {
-  return clock.manual ? clock.now() : null;
+  return clock.statementNow();
 }
 
 /** Wakes the listeners of `channel` in every process, when the current transaction commits. */

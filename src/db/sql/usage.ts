@@ -5,22 +5,6 @@ import type { Queryable } from '../db.ts';
  * grow with each model call as the call is answered (recordModelCall); its status is set when
  * the run ends. It has no foreign key to tasks or runs, so deleting either never lowers usage.
  */
-export interface RunOutcome {
-  status: 'running' | 'completed' | 'failed';
-  costCents: number;
-  tokensUsed: number;
-}
-
-/** Records a run's status, cost and tokens in its ledger row. False when the run has no row. */
-export async function recordRunOutcome(db: Queryable, runId: string, outcome: RunOutcome): Promise<boolean> {
-  const rows = await db.query(
-    `UPDATE usage_ledger SET status = $2, cost_cents = $3, tokens_used = $4
-     WHERE run_id = $1 RETURNING run_id`,
-    [runId, outcome.status, outcome.costCents, Math.round(outcome.tokensUsed)],
-  );
-  return rows.length > 0;
-}
-
 export interface ModelCallUsage {
   /** Chosen by the worker before the first attempt to write, so a retried write counts once. */
   id: string;

@@ -5,6 +5,11 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import {
+  isLoaderVariable,
+  LOADER_VARIABLE_MESSAGE,
+  notAllowedMessage,
+} from '../../../lib/loader-variables.ts';
 import type { FetchLike } from '../../../lib/outbound.ts';
 import { capResponse, formatBytes, type ResponseTooLargeError } from '../../capped-response.ts';
 import { applySourceAuth, withAuthQuery } from '../auth.ts';
@@ -26,7 +31,6 @@ import {
   type ToolDefinition,
 } from '../types.ts';
 import { classify, errorText, httpStatus } from './classify-error.ts';
-import { isLoaderVariable, LOADER_VARIABLE_MESSAGE, notAllowedMessage } from './loader-variables.ts';
 import { resultText } from './result-text.ts';
 import { DEFAULT_SEARCH_PATH, StdioMcpTransport, StdioServerError } from './stdio-transport.ts';
 import { WebSocketMcpTransport } from './websocket-transport.ts';

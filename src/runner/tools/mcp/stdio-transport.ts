@@ -52,8 +52,8 @@ export class StdioServerError extends Error {
   readonly reason: StdioFailureReason;
   /** The errno code of a failed spawn (ENOENT, EACCES…). */
   readonly code: string | undefined;
-  constructor(reason: StdioFailureReason, message: string, code?: string) {
-    super(message);
+  constructor(reason: StdioFailureReason, message: string, code?: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
     this.name = 'StdioServerError';
     this.reason = reason;
     this.code = code;
@@ -215,6 +215,7 @@ export class StdioMcpTransport implements Transport {
         'spawn_failed',
         `could not start ${resolved}${as}: ${code ?? String(err)}`,
         code,
+        err,
       );
     }
     this.#child = child;

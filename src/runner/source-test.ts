@@ -1,9 +1,9 @@
 // POST /sources/{id}/test: connect for real, list the tools, remember what was found.
 import { findSource, recordSourceTest } from '../db/sql/sources.ts';
+import type { Deps } from '../domain/deps.ts';
 import { errors } from '../lib/errors.ts';
-import { connectStoredSource } from '../runner/run-sources.ts';
 import type { SourceTestResult, Tool } from '../schemas/source.ts';
-import type { Deps } from './deps.ts';
+import { connectStoredSource } from './run-sources.ts';
 
 /**
  * Connects to the source and lists its tools. Every way a connection can fail (a command off
