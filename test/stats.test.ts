@@ -8,8 +8,40 @@ describe('statistics', () => {
   const stats = (o = fx.org) =>
     fx.svc.call({ method: 'GET', url: `/api/svc/stats?organizationId=${o.organizationId}`, key: o.apiKey });
 
+  /**
+   * Two new organizations, the first with three tasks and five runs of known outcomes, the
+   * second with one completed run. Each test seeds its own, so none depends on another's data.
+   */
+  async function seeded() {
+    const mine = await fx.svc.createOrg();
+    const theirs = await fx.svc.createOrg();
+    const first = await insertTask(fx.db, mine.organizationId);
+    const second = await insertTask(fx.db, mine.organizationId);
+    await insertTask(fx.db, mine.organizationId, { status: 'paused' });
+    await addRun(fx.db, mine.organizationId, first, {
+      status: 'completed',
+      costCents: 1.5,
+      tokensUsed: 100,
+    });
+    await addRun(fx.db, mine.organizationId, first, {
+      status: 'completed',
+      costCents: 2.25,
+      tokensUsed: 200,
+    });
+    await addRun(fx.db, mine.organizationId, first, { status: 'failed', costCents: 0.5, tokensUsed: 10 });
+    await addRun(fx.db, mine.organizationId, second);
+    await addRun(fx.db, mine.organizationId, second, { status: 'running', costCents: 0, tokensUsed: 0 });
+    const theirTask = await insertTask(fx.db, theirs.organizationId);
+    await addRun(fx.db, theirs.organizationId, theirTask, {
+      status: 'completed',
+      costCents: 99,
+      tokensUsed: 9999,
+    });
+    return { mine, theirs, first };
+  }
+
   test('a new organization has all statistics at zero', async () => {
-    const res = await stats();
+    const res = await stats(await fx.svc.createOrg());
     assert.equal(res.status, 200, res.raw);
     assert.deepEqual(res.body, {
       activeTasks: 0,
@@ -22,33 +54,10 @@ describe('statistics', () => {
     });
   });
 
-  let first: string;
   test('tasks and run outcomes are counted exactly', async () => {
-    first = await insertTask(fx.db, fx.org.organizationId);
-    const second = await insertTask(fx.db, fx.org.organizationId);
-    await insertTask(fx.db, fx.org.organizationId, { status: 'paused' });
-    await addRun(fx.db, fx.org.organizationId, first, {
-      status: 'completed',
-      costCents: 1.5,
-      tokensUsed: 100,
-    });
-    await addRun(fx.db, fx.org.organizationId, first, {
-      status: 'completed',
-      costCents: 2.25,
-      tokensUsed: 200,
-    });
-    await addRun(fx.db, fx.org.organizationId, first, { status: 'failed', costCents: 0.5, tokensUsed: 10 });
-    await addRun(fx.db, fx.org.organizationId, second);
-    await addRun(fx.db, fx.org.organizationId, second, { status: 'running', costCents: 0, tokensUsed: 0 });
     // Another organization's figures never leak in.
-    const theirs = await insertTask(fx.db, fx.other.organizationId);
-    await addRun(fx.db, fx.other.organizationId, theirs, {
-      status: 'completed',
-      costCents: 99,
-      tokensUsed: 9999,
-    });
-
-    const res = await stats();
+    const { mine } = await seeded();
+    const res = await stats(mine);
     assert.equal(res.status, 200, res.raw);
     assert.deepEqual(res.body, {
       activeTasks: 2,
@@ -62,10 +71,11 @@ describe('statistics', () => {
   });
 
   test('deleting a task lowers the task counts but never the run figures', async () => {
+    const { mine, first } = await seeded();
     await fx.db.query('DELETE FROM tasks WHERE id = $1', [first]);
     const left = await fx.db.query('SELECT 1 FROM runs WHERE task_id = $1', [first]);
     assert.equal(left.length, 0, 'the runs went with the task');
-    const res = await stats();
+    const res = await stats(mine);
     assert.deepEqual(res.body, {
       activeTasks: 1,
       totalTasks: 2,
@@ -78,7 +88,8 @@ describe('statistics', () => {
   });
 
   test('the other organization sees only its own figures', async () => {
-    const res = await stats(fx.other);
+    const { theirs } = await seeded();
+    const res = await stats(theirs);
     assert.equal(res.body.totalRuns, 1);
     assert.equal(res.body.totalCostCents, 99);
     assert.equal(res.body.totalTasks, 1);
