@@ -70,6 +70,16 @@ describe('the docs state what the code holds', () => {
     assert.deepEqual(missing, [], 'named in the layout, absent from the tree');
   });
 
+  test('the layout of architecture.md names every source file', () => {
+    const paths = new Set(layoutPaths(architecture));
+    // A directory with no entries of its own below it (pages/, channels/) is described whole.
+    const whole = [...paths].filter(
+      (p) => p.endsWith('/') && ![...paths].some((q) => q !== p && q.startsWith(p)),
+    );
+    const unnamed = filesBelow('src').filter((f) => !paths.has(f) && !whole.some((dir) => f.startsWith(dir)));
+    assert.deepEqual(unnamed, [], 'source files the layout does not name');
+  });
+
   test('the notification channels table names every channel the code uses, and only those', () => {
     const inCode = channelsInCode();
     assert.ok(inCode.size >= 5, 'the channels are found in the code');
@@ -140,9 +150,38 @@ describe('the docs state what the code holds', () => {
     );
   });
 
+  test('security.md names every adversarial test', () => {
+    const security = readDoc('security.md');
+    const adversarial = filesBelow('test/adversarial')
+      .filter((f) => f.endsWith('.test.ts'))
+      .map((f) => f.split('/').pop() as string);
+    assert.ok(adversarial.length > 20, 'the adversarial tests are found');
+    assert.deepEqual(
+      adversarial.filter((name) => !security.includes(`\`${name}\``)),
+      [],
+    );
+  });
+
+  test('every npm script the docs run is in package.json', () => {
+    const { scripts } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+    for (const name of [
+      'architecture.md',
+      'api.md',
+      'operations.md',
+      'security.md',
+      'benchmarks.md',
+      '../README.md',
+    ]) {
+      for (const m of readDoc(name).matchAll(/npm run ([\w:-]+)/g))
+        assert.ok((m[1] as string) in scripts, `${name} runs a script package.json lacks: ${m[0]}`);
+    }
+  });
+
   test('every file the docs name in backticks exists', () => {
+    const topLevel = readdirSync(root, { withFileTypes: true }).filter((entry) => entry.isFile());
     const tracked = [
       ...['src', 'test', 'migrations', 'docs', 'scripts', 'bench'].flatMap(filesBelow),
+      ...topLevel.map((entry) => entry.name),
       '.ci/run',
     ];
     const basenames = new Set(tracked.map((f) => f.split('/').pop()));
