@@ -125,20 +125,20 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   // Each level of authentication is a scope around its routes (plugins/auth.ts): a route is
   // guarded by where it is registered. Which scope a route belongs to is checked by
   // test/route-guards.test.ts against every registered route.
-  if (surface === 'operations') {
-    await app.register(publicScope((scope) => healthRoutes(scope, deps)));
-    await app.ready();
-    return app;
-  }
+  // The operations surface keeps the two guarded areas, empty: their paths answer as on an api
+  // process without a route (401 without credentials, then 404).
+  const full = surface === 'full';
   await app.register(
     publicScope(async (scope) => {
       healthRoutes(scope, deps);
+      if (!full) return;
       stripeWebhookRoutes(scope, deps);
       await installOpenApiRoutes(scope);
     }),
   );
   await app.register(
     adminScope(deps, (scope) => {
+      if (!full) return;
       adminOrganizationRoutes(scope, deps);
       adminKeyRoutes(scope, deps);
       adminUserRoutes(scope, deps);
@@ -147,6 +147,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   );
   await app.register(
     apiKeyScope(deps, (scope) => {
+      if (!full) return;
       taskRoutes(scope, deps);
       destinationRoutes(scope, deps);
       runRoutes(scope, deps);
@@ -159,6 +160,10 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
     }),
     { prefix: '/api/svc' },
   );
+  if (!full) {
+    await app.ready();
+    return app;
+  }
   // The dashboard's own scopes (public pages and signed-in pages) are in web/plugin.ts.
   await app.register(dashboard(deps));
   return app;
