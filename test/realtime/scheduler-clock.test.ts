@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { type ModelServer, startModelServer } from './helpers/model-server.ts';
-import { startTestService, type TestService } from './helpers/service.ts';
+import { type ModelServer, startModelServer } from '../helpers/model-server.ts';
+import { startTestService, type TestService } from '../helpers/service.ts';
 
 /**
  * End to end on the real clock: nothing is driven by the test. The scheduler sleeps until the
