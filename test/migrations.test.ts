@@ -5,9 +5,8 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import type { Db } from '../src/db/db.ts';
 import { MIGRATIONS_DIR, migrate, readMigrations } from '../src/db/migrate.ts';
-import { openPglite } from '../src/db/pglite.ts';
 import { openPostgres } from '../src/db/postgres.ts';
-import { createPostgresDatabase, TEST_DATABASE_URL } from './helpers/db.ts';
+import { createEmptyPglite, createPostgresDatabase, TEST_DATABASE_URL } from './helpers/db.ts';
 
 /** An empty database (no migrations) on the backend under test, plus a way to open a second connection. */
 async function emptyDatabase(): Promise<{ db: Db; second(): Promise<Db>; dispose(): Promise<void> }> {
@@ -29,7 +28,7 @@ async function emptyDatabase(): Promise<{ db: Db; second(): Promise<Db>; dispose
       },
     };
   }
-  const db = await openPglite('memory://');
+  const db = await createEmptyPglite();
   return { db, second: async () => db, dispose: () => db.close() };
 }
 

@@ -57,24 +57,17 @@ export async function createPostgresDatabase(): Promise<{ url: string; drop(): P
 }
 
 /**
- * PGlite takes 1-2 s to initialise a cluster but ~0.3 s to load one from a dump, so a migrated
- * cluster is dumped once into the temp dir (keyed by the migrations' content) and every test
- * database starts from it.
+ * PGlite takes 1-2 s to initialise a cluster (much more on a busy machine) but ~0.3 s to load
+ * one from a dump, so each kind of cluster is dumped once into the temp dir, under a key that
+ * changes with what it holds, and every test database starts from it.
  */
-async function migratedPgliteDump(): Promise<Blob> {
-  const key = createHash('sha256')
-    .update(
-      readMigrations()
-        .map((m) => m.checksum)
-        .join(','),
-    )
-    .digest('hex')
-    .slice(0, 16);
+async function cachedPgliteDump(key: string, prepare: (raw: PGlite) => Promise<void>): Promise<Blob> {
+  const hash = createHash('sha256').update(key).digest('hex').slice(0, 16);
   const dir = join(tmpdir(), 'svc-test-cache');
-  const file = join(dir, `pglite-${key}.tar`);
+  const file = join(dir, `pglite-${hash}.tar`);
   if (existsSync(file)) return new Blob([readFileSync(file)]);
   const raw = await PGlite.create({ parsers: PGLITE_PARSERS });
-  await migrate(pgliteDb(raw));
+  await prepare(raw);
   const dump = await raw.dumpDataDir('none');
   await raw.close();
   mkdirSync(dir, { recursive: true });
@@ -82,6 +75,27 @@ async function migratedPgliteDump(): Promise<Blob> {
   writeFileSync(tmp, Buffer.from(await dump.arrayBuffer()));
   renameSync(tmp, file);
   return dump;
+}
+
+/** The installed PGlite's version: a cluster dumped by another version is not loaded. */
+const PGLITE_VERSION: string = JSON.parse(
+  readFileSync(new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url), 'utf8'),
+).version;
+
+/** A cluster with every migration applied, keyed by the migrations' content. */
+function migratedPgliteDump(): Promise<Blob> {
+  const checksums = readMigrations()
+    .map((m) => m.checksum)
+    .join(',');
+  return cachedPgliteDump(`migrated ${PGLITE_VERSION} ${checksums}`, (raw) =>
+    migrate(pgliteDb(raw)).then(() => undefined),
+  );
+}
+
+/** A fresh, empty embedded database (no migrations applied), loaded from a cached empty cluster. */
+export async function createEmptyPglite(): Promise<Db> {
+  const dump = await cachedPgliteDump(`empty ${PGLITE_VERSION}`, async () => undefined);
+  return openPglite('memory://', { loadDataDir: dump });
 }
 
 /** A migrated database for one test service. */
