@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Db } from '../src/db/db.ts';
-import { openPglite } from '../src/db/pglite.ts';
+import { createEmptyPglite } from './helpers/db.ts';
 
 /**
  * The embedded adapter prepares statements through PGlite's protocol API instead of its
@@ -11,7 +11,7 @@ describe('prepared statements on the embedded database', () => {
   let db: Db;
 
   before(async () => {
-    db = await openPglite('memory://');
+    db = await createEmptyPglite();
     await db.exec('CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, tags text[], at timestamptz)');
   });
   after(() => db.close());
