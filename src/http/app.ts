@@ -128,6 +128,9 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   // The operations surface keeps the two guarded areas, empty: their paths answer as on an api
   // process without a route (401 without credentials, then 404).
   const full = surface === 'full';
+  const mount = (modules: ((scope: App, deps: Deps) => void)[]) => (scope: App) => {
+    for (const routes of full ? modules : []) routes(scope, deps);
+  };
   await app.register(
     publicScope(async (scope) => {
       healthRoutes(scope, deps);
@@ -136,28 +139,24 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
       await installOpenApiRoutes(scope);
     }),
   );
+  await app.register(adminScope(deps, mount([adminOrganizationRoutes, adminKeyRoutes, adminUserRoutes])), {
+    prefix: '/api/admin',
+  });
   await app.register(
-    adminScope(deps, (scope) => {
-      if (!full) return;
-      adminOrganizationRoutes(scope, deps);
-      adminKeyRoutes(scope, deps);
-      adminUserRoutes(scope, deps);
-    }),
-    { prefix: '/api/admin' },
-  );
-  await app.register(
-    apiKeyScope(deps, (scope) => {
-      if (!full) return;
-      taskRoutes(scope, deps);
-      destinationRoutes(scope, deps);
-      runRoutes(scope, deps);
-      statsRoutes(scope, deps);
-      skillRoutes(scope, deps);
-      sourceRoutes(scope, deps);
-      modelRoutes(scope, deps);
-      billingStatusRoutes(scope, deps);
-      billingRoutes(scope, deps);
-    }),
+    apiKeyScope(
+      deps,
+      mount([
+        taskRoutes,
+        destinationRoutes,
+        runRoutes,
+        statsRoutes,
+        skillRoutes,
+        sourceRoutes,
+        modelRoutes,
+        billingStatusRoutes,
+        billingRoutes,
+      ]),
+    ),
     { prefix: '/api/svc' },
   );
   if (!full) {
