@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { ManualClock } from '../src/lib/clock.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
@@ -312,6 +313,58 @@ describe('tasks', () => {
       body: { status: 'active' },
     });
     assert.equal(resume.status, 403);
+  });
+
+  test("resuming follows the organization's tasksLimit override, as creating does", async () => {
+    const small = await svc.createOrg('free');
+    const url = `/api/admin/organizations/${small.organizationId}`;
+    assert.equal(
+      (await svc.call({ method: 'PATCH', url, admin: true, body: { tasksLimit: 1 } })).status,
+      200,
+    );
+    const body = { organizationId: small.organizationId, name: 'n', prompt: 'p', schedule: 'daily' };
+    const call = (method: string, path: string, payload: object) =>
+      svc.call({ method, url: `/api/svc/tasks${path}`, key: small.apiKey, body: payload });
+    const first = await call('POST', '', body);
+    assert.equal(first.status, 201, first.raw);
+    assert.equal((await call('POST', '', body)).status, 403);
+    assert.equal((await call('PATCH', `/${first.body.id}`, { status: 'paused' })).status, 200);
+    const second = await call('POST', '', body);
+    assert.equal(second.status, 201, second.raw);
+    const refused = await call('PATCH', `/${first.body.id}`, { status: 'active' });
+    assert.equal(refused.status, 403, refused.raw);
+    assert.equal(refused.body.error.code, 'plan_limit_exceeded');
+    assert.match(refused.body.error.message, /allows 1 active tasks/);
+    assert.equal(
+      (await svc.call({ method: 'PATCH', url, admin: true, body: { tasksLimit: 2 } })).status,
+      200,
+    );
+    assert.equal((await call('PATCH', `/${first.body.id}`, { status: 'active' })).status, 200);
+  });
+
+  test("a change's skills in upper case are the organization's; another's is named by its index", async () => {
+    const skill = (o: typeof org, name: string) =>
+      svc.call({
+        method: 'POST',
+        url: '/api/svc/skills',
+        key: o.apiKey,
+        body: { organizationId: o.organizationId, name: `${name} ${randomUUID()}`, content: 'x' },
+      });
+    const mine = await skill(org, 'Mine');
+    const theirs = await skill(other, 'Theirs');
+    const t = await create(base());
+    assert.equal(t.status, 201, t.raw);
+    const url = `/api/svc/tasks/${t.body.id}`;
+    const ids = [mine.body.id.toUpperCase(), theirs.body.id];
+    const refused = await svc.call({ method: 'PATCH', url, key: org.apiKey, body: { skillIds: ids } });
+    assert.equal(refused.status, 400, refused.raw);
+    assert.deepEqual(
+      refused.body.error.details.map((d: { path: string }) => d.path),
+      ['/body/skillIds/1'],
+    );
+    const ok = await svc.call({ method: 'PATCH', url, key: org.apiKey, body: { skillIds: [ids[0]] } });
+    assert.equal(ok.status, 200, ok.raw);
+    assert.deepEqual(ok.body.skillIds, [mine.body.id]);
   });
 
   test('creates sent all at once never pass tasksLimit', async () => {

@@ -17,6 +17,16 @@ export const PLAN_LIMITS: Record<Plan, PlanLimits> = {
   },
 };
 
+/**
+ * Each plan's tasks limit, for the SQL that applies it (db/sql/task-create.ts), where an
+ * organization's override wins as in `effectiveLimits`: that SQL counts active tasks under the
+ * organization's row lock, so the limit holds however many creates and resumptions race.
+ */
+export const PLAN_TASKS_LIMITS: Readonly<Record<Plan, number>> = {
+  free: PLAN_LIMITS.free.tasksLimit,
+  paid: PLAN_LIMITS.paid.tasksLimit,
+};
+
 /** Requests per minute allowed to one client address before it has authenticated. */
 export const UNAUTHENTICATED_RATE_LIMIT = PLAN_LIMITS.free.rateLimitPerMinute;
 

@@ -1,17 +1,12 @@
 import { type Db, isDatabaseUnavailable } from '../db/db.ts';
 import { type CreatedTask, createTasks, type NewTask, type OrgTaskCaps } from '../db/sql/task-create.ts';
-import { PLAN_LIMITS } from './plans.ts';
+import { PLAN_TASKS_LIMITS } from './plans.ts';
 
 interface Pending {
   task: NewTask;
   resolve(result: CreatedTask): void;
   reject(err: unknown): void;
 }
-
-/** Each plan's tasks limit, as the create statement applies it (overrides win there too). */
-const PLAN_TASKS_LIMITS = Object.fromEntries(
-  Object.entries(PLAN_LIMITS).map(([plan, limits]) => [plan, limits.tasksLimit]),
-);
 
 /** Statements of creates in flight at once, at most: the rest of the pool stays for reads. */
 const MAX_IN_FLIGHT = 4;

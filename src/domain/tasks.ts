@@ -1,13 +1,12 @@
 import type { Queryable } from '../db/db.ts';
 import { insertRun, type RunRow } from '../db/sql/runs.ts';
+import { type ForeignLink, foreignLinks, lockTasksLimit } from '../db/sql/task-create.ts';
 import {
   deleteTask,
   findTask,
   hasRunInFlight,
   listTasks,
-  lockOrganizationRow,
   lockTask,
-  ownedIds,
   replaceTaskDestinations,
   replaceTaskSkills,
   replaceTaskSources,
@@ -32,7 +31,7 @@ import type { Task, TaskCreateBody, TaskUpdateBody } from '../schemas/task.ts';
 import type { Deps } from './deps.ts';
 import { checkDestination } from './destinations.ts';
 import { checkTaskTotals, orgCapReached, utf8Bytes } from './org-caps.ts';
-import { effectiveLimits, type Plan } from './plans.ts';
+import { PLAN_TASKS_LIMITS, type Plan } from './plans.ts';
 import { lockRunAllowances, type RunAllowance, recordRunLimitReached, runLimitMessage } from './run-limit.ts';
 import { runView } from './runs.ts';
 
@@ -123,12 +122,10 @@ function checkRules(
   if (details.length) throw errors.validation(`${details[0]?.path} ${details[0]?.message}`, details);
 }
 
-type ForeignId = { field: 'skillIds' | 'sourceIds'; index: number };
-
 /** The 400 for skills or sources that are not the organization's, one detail per id. */
 function foreignIdsError(
   body: { skillIds?: string[]; sourceIds?: string[] },
-  foreign: ForeignId[],
+  foreign: ForeignLink[],
 ): AppError {
   const details: ErrorDetail[] = [...foreign]
     .sort((a, b) => a.field.localeCompare(b.field) || a.index - b.index)
@@ -139,42 +136,18 @@ function foreignIdsError(
   return errors.validation(`${details[0]?.path}: ${details[0]?.message}`, details);
 }
 
+// The rules themselves (whose skills and sources, how many active tasks) are the SQL's
+// (db/sql/task-create.ts), one text for a create and for a change; here they become errors.
+
+/** A change's skills and sources must be the organization's. */
 async function checkOwnership(
   db: Queryable,
   organizationId: string,
   body: { skillIds?: string[]; sourceIds?: string[] },
 ) {
-  const foreign: ForeignId[] = [];
-  for (const [table, field] of [
-    ['skills', 'skillIds'],
-    ['sources', 'sourceIds'],
-  ] as const) {
-    const ids = body[field];
-    if (!ids?.length) continue;
-    const owned = await ownedIds(db, table, organizationId, ids);
-    ids.forEach((id, index) => {
-      // uuids are case-insensitive; the database answers in lower case.
-      if (!owned.has(id.toLowerCase())) foreign.push({ field, index });
-    });
-  }
+  if (!body.skillIds?.length && !body.sourceIds?.length) return;
+  const foreign = await foreignLinks(db, organizationId, body);
   if (foreign.length) throw foreignIdsError(body, foreign);
-}
-
-/**
- * Locks the organization's row, so that active tasks are counted exactly however many requests
- * create or resume tasks at once, and returns the plan's limit with the active tasks now.
- */
-async function lockTasksLimit(
-  tx: Queryable,
-  organizationId: string,
-): Promise<{ plan: Plan; tasksLimit: number; activeTasks: number }> {
-  const org = await lockOrganizationRow(tx, organizationId);
-  if (!org) throw errors.notFound('Organization');
-  return {
-    plan: org.plan,
-    tasksLimit: effectiveLimits(org.plan, org.limit_overrides).tasksLimit,
-    activeTasks: org.active_tasks,
-  };
 }
 
 const tasksLimitReached = ({ plan, tasksLimit }: { plan: Plan; tasksLimit: number }) =>
@@ -182,9 +155,11 @@ const tasksLimitReached = ({ plan, tasksLimit }: { plan: Plan; tasksLimit: numbe
     `The ${plan} plan allows ${tasksLimit} active tasks; pause or delete one, or upgrade the plan`,
   );
 
+/** Resuming a task makes one more active task: locks the organization's row and checks the limit. */
 async function checkTasksLimit(tx: Queryable, organizationId: string): Promise<void> {
-  const limit = await lockTasksLimit(tx, organizationId);
-  if (limit.activeTasks >= limit.tasksLimit) throw tasksLimitReached(limit);
+  const limit = await lockTasksLimit(tx, organizationId, 1, PLAN_TASKS_LIMITS);
+  if (!limit) throw errors.notFound('Organization');
+  if (limit.refused) throw tasksLimitReached(limit);
 }
 
 const destinationRows = (list: TaskCreateBody['destinations']) =>

@@ -19,7 +19,7 @@ export interface NewTask {
 export type CreatedTask =
   | { ok: true; task: TaskWithLinks }
   | { ok: false; errorType: 'no_organization' }
-  | { ok: false; errorType: 'foreign_ids'; foreign: { field: 'skillIds' | 'sourceIds'; index: number }[] }
+  | { ok: false; errorType: 'foreign_ids'; foreign: ForeignLink[] }
   | { ok: false; errorType: 'tasks_limit'; plan: OrganizationRow['plan']; tasksLimit: number }
   | { ok: false; errorType: 'org_cap'; cap: OrgTaskCap };
 
@@ -33,6 +33,65 @@ export interface OrgTaskCaps {
   destinations: number;
 }
 export type OrgTaskCap = keyof OrgTaskCaps;
+
+// The two rules that a task's create and its later changes share, written once, here: the
+// batched create (CREATE_TASKS) and the checks of a single change (below) are built from them.
+
+/** The organization's tasks limit: its override when set, else its plan's (`limits`: plan -> limit). */
+const tasksLimitOf = (org: string, limits: string) =>
+  `coalesce((${org}.limit_overrides->>'tasksLimit')::int, (${limits}::jsonb->>${org}.plan)::int)`;
+
+/** Whether `adding` more active tasks would take the organization past its tasks limit. */
+const overTasksLimit = (org: string, adding: string, limits: string) =>
+  `${org}.active_tasks + ${adding} > ${tasksLimitOf(org, limits)}`;
+
+/** Whether `id` is not one of the organization's rows of `table` (another's skill or source). */
+const notOwned = (table: 'skills' | 'sources', id: string, organization: string) =>
+  `NOT EXISTS (SELECT 1 FROM ${table} k WHERE k.id = ${id} AND k.organization_id = ${organization})`;
+
+/** A skill or source id that is not the organization's: its list and its index in the list. */
+export interface ForeignLink {
+  field: 'skillIds' | 'sourceIds';
+  index: number;
+}
+
+const LOCK_TASKS_LIMIT = `
+  SELECT o.plan, ${tasksLimitOf('o', '$3')} AS tasks_limit, ${overTasksLimit('o', '$2::int', '$3')} AS refused
+    FROM organizations o WHERE o.id = $1 FOR NO KEY UPDATE`;
+
+/**
+ * Locks the organization's row (creates and resumptions of one organization queue on it, so
+ * the count is exact) and tells whether `adding` more active tasks would pass its tasks limit.
+ * Undefined when there is no such organization. `tasksLimits` is each plan's limit.
+ */
+export async function lockTasksLimit(
+  db: Queryable,
+  organizationId: string,
+  adding: number,
+  tasksLimits: Readonly<Record<string, number>>,
+): Promise<{ plan: OrganizationRow['plan']; tasksLimit: number; refused: boolean } | undefined> {
+  const [row] = await db.query<{ plan: OrganizationRow['plan']; tasks_limit: number; refused: boolean }>(
+    LOCK_TASKS_LIMIT,
+    [organizationId, adding, JSON.stringify(tasksLimits)],
+  );
+  return row && { plan: row.plan, tasksLimit: row.tasks_limit, refused: row.refused };
+}
+
+const FOREIGN_LINKS = `
+  SELECT 'skillIds' AS field, (u.ord - 1)::int AS index
+    FROM unnest($2::uuid[]) WITH ORDINALITY AS u(id, ord) WHERE ${notOwned('skills', 'u.id', '$1')}
+  UNION ALL
+  SELECT 'sourceIds', (u.ord - 1)::int
+    FROM unnest($3::uuid[]) WITH ORDINALITY AS u(id, ord) WHERE ${notOwned('sources', 'u.id', '$1')}`;
+
+/** The skills and sources of `links` that are not the organization's (for a task's change). */
+export async function foreignLinks(
+  db: Queryable,
+  organizationId: string,
+  links: { skillIds?: readonly string[] | undefined; sourceIds?: readonly string[] | undefined },
+): Promise<ForeignLink[]> {
+  return db.query<ForeignLink>(FOREIGN_LINKS, [organizationId, links.skillIds ?? [], links.sourceIds ?? []]);
+}
 
 /**
  * Creates active tasks with their skills, sources and destinations, for one organization or
@@ -112,7 +171,7 @@ interface CreateResultRow extends Omit<TaskRow, 'id'> {
   id: string | null;
   plan: OrganizationRow['plan'] | null;
   tasks_limit: number | null;
-  foreign_ids: { field: 'skillIds' | 'sourceIds'; index: number }[] | null;
+  foreign_ids: ForeignLink[] | null;
   refusal: 'tasks_limit' | OrgTaskCap | null;
   skill_ids: string[];
   source_ids: string[];
@@ -174,16 +233,16 @@ const CREATE_TASKS = `
   ), foreign_ids AS MATERIALIZED (
     SELECT s.item, 'skillIds' AS field, s.position - 1 AS index
       FROM skills_in s JOIN input i ON i.ord = s.item
-     WHERE NOT EXISTS (SELECT 1 FROM skills k WHERE k.id = s.id AND k.organization_id = i.organization_id)
+     WHERE ${notOwned('skills', 's.id', 'i.organization_id')}
     UNION ALL
     SELECT s.item, 'sourceIds', s.position - 1
       FROM sources_in s JOIN input i ON i.ord = s.item
-     WHERE NOT EXISTS (SELECT 1 FROM sources k WHERE k.id = s.id AND k.organization_id = i.organization_id)
+     WHERE ${notOwned('sources', 's.id', 'i.organization_id')}
   ), orgs AS (
     -- In id order, so that statements locking several organizations cannot deadlock.
     -- NO KEY UPDATE: creates queue here, but inserts referencing the organization do not.
-    SELECT o.id, o.plan, o.active_tasks, o.total_tasks, o.task_prompt_bytes, o.total_destinations,
-           coalesce((o.limit_overrides->>'tasksLimit')::int, ($30::jsonb->>o.plan)::int) AS tasks_limit
+    SELECT o.id, o.plan, o.limit_overrides, o.active_tasks, o.total_tasks, o.task_prompt_bytes,
+           o.total_destinations, ${tasksLimitOf('o', '$30')} AS tasks_limit
       FROM organizations o WHERE o.id IN (SELECT organization_id FROM input)
      ORDER BY o.id
        FOR NO KEY UPDATE
@@ -192,7 +251,7 @@ const CREATE_TASKS = `
   ), ranked AS (
     -- Running totals per organization, in input order: each candidate with those before it.
     SELECT r.ord,
-           CASE WHEN o.active_tasks + r.rank > o.tasks_limit THEN 'tasks_limit'
+           CASE WHEN ${overTasksLimit('o', 'r.rank', '$30')} THEN 'tasks_limit'
                 WHEN o.total_tasks + r.rank > ($31::jsonb->>'tasks')::int THEN 'tasks'
                 WHEN o.task_prompt_bytes + r.prompt_bytes > ($31::jsonb->>'taskPromptBytes')::bigint
                   THEN 'taskPromptBytes'

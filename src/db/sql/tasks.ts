@@ -134,9 +134,9 @@ export async function lockTask(db: Queryable, organizationId: string, id: string
 }
 
 /**
- * Locks the organization's row (task limits are checked under it: creates and resumptions of
- * one organization queue here) and returns its plan and active tasks, or undefined when there
- * is no such organization. NO KEY UPDATE, so inserts that reference the organization go on.
+ * Locks the organization's row (the service's caps are checked under it, as the tasks limit is:
+ * changes of one organization queue here) and returns its plan and totals, or undefined when
+ * there is no such organization. NO KEY UPDATE, so inserts that reference the organization go on.
  */
 export async function lockOrganizationRow(
   db: Queryable,
@@ -156,23 +156,6 @@ export interface OrganizationTotals extends Pick<OrganizationRow, 'plan' | 'limi
   total_tasks: number;
   task_prompt_bytes: number;
   total_destinations: number;
-}
-
-/** The subset of `ids` that are the organization's own rows of `table`. */
-export async function ownedIds(
-  db: Queryable,
-  table: 'skills' | 'sources',
-  organizationId: string,
-  ids: readonly string[],
-): Promise<Set<string>> {
-  if (ids.length === 0) return new Set();
-  // The table name comes from the closed union above, never from input.
-  const sql =
-    table === 'skills'
-      ? 'SELECT id FROM skills WHERE organization_id = $1 AND id = ANY($2::uuid[])'
-      : 'SELECT id FROM sources WHERE organization_id = $1 AND id = ANY($2::uuid[])';
-  const rows = await db.query<{ id: string }>(sql, [organizationId, ids]);
-  return new Set(rows.map((r) => r.id));
 }
 
 export async function replaceTaskSkills(
