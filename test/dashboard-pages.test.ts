@@ -3,7 +3,7 @@
 // another organization that are not found.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { after, before, beforeEach, describe, test } from 'node:test';
 import { findSource } from '../src/db/sql/sources.ts';
 import { openSourceSecrets } from '../src/domain/sources.ts';
 import { signUp } from '../src/domain/users.ts';
@@ -24,18 +24,21 @@ describe('dashboard pages', () => {
   let alice: Person;
   let bob: Person;
 
+  const person = async (n: string): Promise<Person> => {
+    const made = await signUp(svc.service.deps, {
+      email: `${n}-${randomUUID()}@example.com`,
+      password: 'correct horse battery',
+      organizationName: `${n}'s organization`,
+    });
+    return { token: made.session.token, csrf: made.session.csrfToken, organizationId: made.organizationId };
+  };
   before(async () => {
     svc = await startTestService({ clock: new ManualClock(NOW) });
-    const person = async (n: string): Promise<Person> => {
-      const made = await signUp(svc.service.deps, {
-        email: `${n}@example.com`,
-        password: 'correct horse battery',
-        organizationName: `${n}'s organization`,
-      });
-      return { token: made.session.token, csrf: made.session.csrfToken, organizationId: made.organizationId };
-    };
-    alice = await person('alice');
     bob = await person('bob');
+  });
+  // Each test has its own person and organization: none depends on what another left behind.
+  beforeEach(async () => {
+    alice = await person('alice');
   });
   after(() => svc.close());
 
@@ -76,10 +79,17 @@ describe('dashboard pages', () => {
     dest1Label: '',
   };
 
-  let taskId: string;
-  let runId: string;
-  let skillId: string;
-  let sourceId: string;
+  /** The id in a redirect to a created resource's page. */
+  const createdId = (res: { statusCode: number; body: string; headers: Record<string, unknown> }) => {
+    assert.equal(res.statusCode, 303, flashOf(res.body));
+    const id = /\/([0-9a-f-]{36})(\?|$)/.exec(String(res.headers.location))?.[1];
+    assert.ok(id, String(res.headers.location));
+    return id;
+  };
+  const newTask = async (who: Person, fields: Record<string, string> = {}) =>
+    createdId(await post(who, '/dashboard/tasks', { ...weeklyTask, ...fields }));
+  const newRun = async (who: Person, taskId: string) =>
+    createdId(await post(who, `/dashboard/tasks/${taskId}/run`));
 
   test('an anonymous visit is sent to the sign-in page', async () => {
     for (const url of [
@@ -120,7 +130,7 @@ describe('dashboard pages', () => {
     const location = String(created.headers.location);
     const m = /^\/dashboard\/tasks\/([0-9a-f-]{36})\?done=created$/.exec(location);
     assert.ok(m, location);
-    taskId = m[1] as string;
+    const taskId = m[1] as string;
 
     const view = await get(alice, location);
     assert.equal(view.statusCode, 200);
@@ -155,6 +165,7 @@ describe('dashboard pages', () => {
   });
 
   test('a bad form is shown again with its values and every problem, status 400', async () => {
+    const taskId = await newTask(alice);
     const res = await post(alice, '/dashboard/tasks', {
       ...weeklyTask,
       name: '',
@@ -211,6 +222,7 @@ describe('dashboard pages', () => {
   });
 
   test('a task is edited, paused and resumed; the cron schedule is told in words', async () => {
+    const taskId = await newTask(alice);
     const saved = await post(alice, `/dashboard/tasks/${taskId}`, {
       ...weeklyTask,
       name: 'Paris briefing',
@@ -239,11 +251,12 @@ describe('dashboard pages', () => {
   });
 
   test('run now leads to the run page, which refreshes itself while the run is pending', async () => {
+    const taskId = await newTask(alice, { name: 'Paris briefing' });
     const res = await post(alice, `/dashboard/tasks/${taskId}/run`);
     assert.equal(res.statusCode, 303, flashOf(res.body));
     const m = /^\/dashboard\/runs\/([0-9a-f-]{36})$/.exec(String(res.headers.location));
     assert.ok(m, String(res.headers.location));
-    runId = m[1] as string;
+    const runId = m[1] as string;
 
     const view = await get(alice, `/dashboard/runs/${runId}`);
     assert.equal(view.statusCode, 200);
@@ -264,6 +277,8 @@ describe('dashboard pages', () => {
   });
 
   test('a finished run shows its Markdown output rendered, raw HTML escaped, and stops refreshing', async () => {
+    const taskId = await newTask(alice);
+    const runId = await newRun(alice, taskId);
     await svc.testDb.db.query(
       `UPDATE runs SET status = 'completed', output = $2, error = NULL, tokens_used = 1234, cost_cents = 1.5,
          duration_ms = 2500, started_at = $3, completed_at = $3 WHERE id = $1`,
@@ -334,7 +349,7 @@ describe('dashboard pages', () => {
     assert.equal(created.statusCode, 303, flashOf(created.body));
     const m = /^\/dashboard\/skills\/([0-9a-f-]{36})\?done=created$/.exec(String(created.headers.location));
     assert.ok(m);
-    skillId = m[1] as string;
+    const skillId = m[1] as string;
     const view = await get(alice, `/dashboard/skills/${skillId}`);
     assert.match(view.body, /<code>news-api<\/code>, <code>weather<\/code>/);
     assert.match(view.body, /Write <strong>briefly<\/strong>\./);
@@ -367,13 +382,6 @@ describe('dashboard pages', () => {
     assert.equal(deleted.statusCode, 303);
     assert.equal(deleted.headers.location, '/dashboard/skills?done=deleted');
     assert.equal((await get(alice, `/dashboard/skills/${skillId}`)).statusCode, 404);
-
-    // One more, kept for the isolation test.
-    const kept = await post(alice, '/dashboard/skills', {
-      name: 'Kept skill',
-      content: 'Secret instructions',
-    });
-    skillId = String(/skills\/([0-9a-f-]{36})/.exec(String(kept.headers.location))?.[1]);
   });
 
   test('a local source is created and its test lists current_time', async () => {
@@ -381,7 +389,7 @@ describe('dashboard pages', () => {
     assert.equal(created.statusCode, 303, flashOf(created.body));
     const m = /^\/dashboard\/sources\/([0-9a-f-]{36})\?done=created$/.exec(String(created.headers.location));
     assert.ok(m);
-    sourceId = m[1] as string;
+    const sourceId = m[1] as string;
     const before = await get(alice, `/dashboard/sources/${sourceId}`);
     assert.match(before.body, /badge inactive/);
 
@@ -451,6 +459,12 @@ describe('dashboard pages', () => {
   });
 
   test("another organization's task, run, skill and source are not found", async () => {
+    const taskId = await newTask(alice);
+    const runId = await newRun(alice, taskId);
+    const skillId = createdId(
+      await post(alice, '/dashboard/skills', { name: 'Kept skill', content: 'Secret instructions' }),
+    );
+    const sourceId = createdId(await post(alice, '/dashboard/sources', { name: 'Clock', type: 'local' }));
     const pages = [
       `/dashboard/tasks/${taskId}`,
       `/dashboard/tasks/${taskId}/edit`,
@@ -485,6 +499,7 @@ describe('dashboard pages', () => {
   });
 
   test('a form without its CSRF token is refused with 403', async () => {
+    const taskId = await newTask(alice);
     const res = await post(alice, '/dashboard/tasks', weeklyTask, false);
     assert.equal(res.statusCode, 403);
     const forged = await post(alice, `/dashboard/tasks/${taskId}/delete`, { _csrf: bob.csrf }, false);
@@ -493,6 +508,8 @@ describe('dashboard pages', () => {
   });
 
   test('a task is deleted after a confirmation page, with its runs', async () => {
+    const taskId = await newTask(alice);
+    const runId = await newRun(alice, taskId);
     const confirm = await get(alice, `/dashboard/tasks/${taskId}/delete`);
     assert.equal(confirm.statusCode, 200);
     assert.match(confirm.body, /class="danger">Delete task<\/button>/);
