@@ -4,7 +4,8 @@
  */
 import type { LimitOverrides, Plan, PlanLimits } from '../db/sql/plan-types.ts';
 
-export { type LimitOverrides, PLANS, type Plan, type PlanLimits } from '../db/sql/plan-types.ts';
+export type { LimitOverrides, Plan, PlanLimits } from '../db/sql/plan-types.ts';
+export { PLANS } from '../schemas/bounds.ts';
 
 export const PLAN_LIMITS: Record<Plan, PlanLimits> = {
   free: { rateLimitPerMinute: 60, tasksLimit: 5, runsLimit: 200, usersLimit: 1, usageCreditsCents: 100 },

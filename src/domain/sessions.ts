@@ -15,6 +15,12 @@ import {
 import { type ErrorDetail, errors } from '../lib/errors.ts';
 import { dummyVerifyPassword, verifyPassword } from '../lib/password.ts';
 import { isUniqueViolation } from '../lib/slug.ts';
+import {
+  EMAIL_MAX_LENGTH,
+  NAME_MAX_LENGTH,
+  PASSWORD_MAX_LENGTH,
+  PASSWORD_MIN_LENGTH,
+} from '../schemas/bounds.ts';
 import type { Deps } from './deps.ts';
 import { windowStart } from './rate-limit.ts';
 
@@ -48,11 +54,6 @@ export const newToken = (): string => randomBytes(32).toString('base64url');
 export const hashToken = (token: string): string => createHash('sha256').update(token).digest('hex');
 
 // ---- the rules of credentials ----
-
-export const EMAIL_MAX_LENGTH = 320;
-export const PASSWORD_MIN_LENGTH = 10;
-export const PASSWORD_MAX_LENGTH = 200;
-export const NAME_MAX_LENGTH = 255;
 
 /** Some text without whitespace or `@`, then `@`, then dot-separated labels (at least two). */
 const EMAIL_RE = /^[^\s@]{1,64}@[^\s@.]+(?:\.[^\s@.]+)+$/u;

@@ -1,11 +1,11 @@
 import { type Static, Type } from 'typebox';
-import { PLANS } from '../domain/plans.ts';
 import {
   EMAIL_MAX_LENGTH,
   NAME_MAX_LENGTH,
   PASSWORD_MAX_LENGTH,
   PASSWORD_MIN_LENGTH,
-} from '../domain/sessions.ts';
+  PLANS,
+} from './bounds.ts';
 import { DateTime, Nullable, StringEnum, Uuid } from './common.ts';
 
 const Limit = Type.Integer({ minimum: 0, maximum: 1_000_000_000 });

@@ -1,5 +1,5 @@
 import { type Static, Type } from 'typebox';
-import { PLANS } from '../domain/plans.ts';
+import { PLANS } from './bounds.ts';
 import { DateTime, Nullable, StringEnum, Uuid } from './common.ts';
 
 /** Billing status, field for field as the interface specification gives it (all optional). */

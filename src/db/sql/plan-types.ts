@@ -4,7 +4,8 @@
  * the domain, because the SQL layer reads and writes them; what each plan allows is the domain's
  * (domain/plans.ts).
  */
-export const PLANS = ['free', 'paid'] as const;
+import type { PLANS } from '../../schemas/bounds.ts';
+
 export type Plan = (typeof PLANS)[number];
 
 export interface PlanLimits {
