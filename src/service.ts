@@ -20,8 +20,10 @@ import { resolveSecretKey, verifySecretKey } from './domain/secret-key.ts';
 import { TaskCreateBatcher } from './domain/task-create-batcher.ts';
 import { buildApp } from './http/app.ts';
 import type { App } from './http/types.ts';
+import { type BackgroundPart, BackgroundRegistry } from './lib/background.ts';
 import type { Clock } from './lib/clock.ts';
 import { createLogger, type Logger } from './lib/logger.ts';
+import { Loop } from './lib/loop.ts';
 import { createMetrics } from './lib/metrics.ts';
 import { SecretBox } from './lib/secret-box.ts';
 import type { RunExecutor } from './runner/executor.ts';
@@ -72,6 +74,33 @@ export interface StartOptions {
 
 const MAINTENANCE_INTERVAL_MS = 60_000;
 
+/** Housekeeping every MAINTENANCE_INTERVAL_MS (not at start); a failure waits for the next one. */
+function maintenance(log: Logger, name: string, work: () => Promise<unknown>): Loop {
+  return new Loop({
+    name,
+    pollMs: MAINTENANCE_INTERVAL_MS,
+    passAtStart: false,
+    pass: async () => {
+      await work().catch((err: Error) => log.warn({ err: err.message }, `${name} failed`));
+      return undefined;
+    },
+    log,
+  });
+}
+
+/** Revocations and plan changes made by other processes empty this process's key cache. */
+function principalListener(principals: PrincipalCache): BackgroundPart {
+  let unlisten: (() => Promise<void>) | undefined;
+  return {
+    start: async () => {
+      unlisten = await principals.listen();
+    },
+    stop: async () => {
+      await unlisten?.();
+    },
+  };
+}
+
 /** Opens the database, migrates it, and starts the roles this process has. */
 export async function startService(config: Config, options: StartOptions = {}): Promise<Service> {
   const log = options.log ?? createLogger(config.logLevel);
@@ -86,15 +115,9 @@ export async function startService(config: Config, options: StartOptions = {}): 
   }
   const db =
     options.db ?? (await openDb(config, (err) => log.warn({ err: err.message }, 'database connection lost')));
-  const timers: NodeJS.Timeout[] = [];
+  // Every background part of this process, started and stopped in one place.
+  const background = new BackgroundRegistry();
   let app: App | undefined;
-  let loops: {
-    scheduler?: DueTaskClaimer | undefined;
-    worker?: RunWorker | undefined;
-    dispatcher?: DeliveryDispatcher | undefined;
-    usageReporter?: UsageReporter | undefined;
-    unlistenPrincipals?: (() => Promise<void>) | undefined;
-  } = {};
   try {
     const applied = await migrate(db);
     if (applied.length) log.info({ applied }, 'migrations applied');
@@ -132,18 +155,24 @@ export async function startService(config: Config, options: StartOptions = {}): 
         )
       : undefined;
     const usageReporter = config.roles.has('worker') && deps.stripe ? new UsageReporter(deps) : undefined;
-    if (options.startLoops !== false) {
-      await scheduler?.start();
-      await worker?.start();
-      await dispatcher?.start();
-      await usageReporter?.start();
-    }
-    loops = { ...loops, scheduler, worker, dispatcher, usageReporter };
+    // Stopped first: the scheduler creates work; then, while requests drain, the parts that
+    // finish work in flight (with the grace period); the key cache's listener last.
+    if (scheduler) background.add('scheduler', scheduler, { stage: 'producer' });
+    if (worker) background.add('run worker', worker, { stage: 'consumer' });
+    if (dispatcher) background.add('delivery dispatcher', dispatcher, { stage: 'consumer' });
+    if (usageReporter) background.add('usage reporter', usageReporter, { stage: 'consumer' });
+    await background.start({ loops: options.startLoops !== false });
     let url: string | undefined;
     // Every process serves HTTP: the api role the whole surface, the others /healthz, /readyz
     // and /metrics only.
     // Revocations and plan changes made by other processes empty this process's key cache.
-    if (config.roles.has('api')) loops.unlistenPrincipals = await deps.principals.listen();
+    if (config.roles.has('api')) {
+      background.add('principal cache listener', principalListener(deps.principals), {
+        stage: 'listener',
+        always: true,
+      });
+      await background.start({ loops: options.startLoops !== false });
+    }
     app = await buildApp(deps, config.roles.has('api') ? 'full' : 'operations');
     if (options.listen !== false) url = await app.listen({ host: config.host, port: config.port });
     else await app.ready();
@@ -155,44 +184,28 @@ export async function startService(config: Config, options: StartOptions = {}): 
       ? { organizationId: created.organization.id, apiKey: created.apiKey }
       : undefined;
     if (config.roles.has('api')) {
-      const prune = () =>
-        pruneRateLimitCounters(db, windowStart(clock.now())).catch((err: Error) =>
-          log.warn({ err: err.message }, 'rate-limit counter pruning failed'),
-        );
-      timers.push(setInterval(prune, MAINTENANCE_INTERVAL_MS).unref());
-      const pruneSessions = () =>
-        pruneExpiredSessionsAndInvitations(db, clock.now()).catch((err: Error) =>
-          log.warn({ err: err.message }, 'session and invitation pruning failed'),
-        );
-      timers.push(setInterval(pruneSessions, MAINTENANCE_INTERVAL_MS).unref());
+      for (const [name, work] of [
+        ['rate-limit counter pruning', () => pruneRateLimitCounters(db, windowStart(clock.now()))],
+        ['session and invitation pruning', () => pruneExpiredSessionsAndInvitations(db, clock.now())],
+      ] as const) {
+        background.add(name, maintenance(log, name, work), { stage: 'producer', always: true });
+      }
+      await background.start({ loops: options.startLoops !== false });
     }
 
     let stopping: Promise<void> | undefined;
     const stop = () => {
       stopping ??= (async () => {
-        for (const t of timers) clearInterval(t);
         // Stop creating work first, then let requests and runs in flight finish (runs still
         // going when the grace period ends go back to the queue), then close the database.
-        await scheduler?.stop();
-        await Promise.all([
-          app?.close(),
-          worker?.stop(config.shutdownGraceMs),
-          dispatcher?.stop(config.shutdownGraceMs),
-          usageReporter?.stop(),
-        ]);
-        await loops.unlistenPrincipals?.();
+        await background.stop(config.shutdownGraceMs, () => app?.close() ?? Promise.resolve());
         await db.close();
       })();
       return stopping;
     };
     return { deps, app, url, demo, scheduler, worker, dispatcher, usageReporter, stop };
   } catch (err) {
-    for (const t of timers) clearInterval(t);
-    await loops.scheduler?.stop().catch(() => undefined);
-    await loops.worker?.stop(0).catch(() => undefined);
-    await loops.dispatcher?.stop(0).catch(() => undefined);
-    await loops.usageReporter?.stop().catch(() => undefined);
-    await loops.unlistenPrincipals?.().catch(() => undefined);
+    await background.stop(0).catch(() => undefined);
     await app?.close().catch(() => undefined);
     await db.close().catch(() => undefined);
     throw err;

@@ -400,8 +400,16 @@ describe('plan limits', () => {
     );
 
     // A crash after sending, before it was marked: the report goes again and Stripe refuses
-    // the known identifier; it is then marked sent, and counted once.
+    // the known identifier; it is then marked sent, and counted once. The reporter that sent it
+    // has settled it (and let go of its lease) before the crash is staged.
     const { db } = svc.service.deps;
+    await waitFor('the report marked sent', async () => {
+      const [sent] = await db.query<{ unsent: number }>(
+        'SELECT count(*)::int AS unsent FROM meter_reports WHERE organization_id = $1 AND sent_at IS NULL',
+        [org.organizationId],
+      );
+      return sent?.unsent === 0 ? true : undefined;
+    });
     await db.query('UPDATE meter_reports SET sent_at = NULL WHERE organization_id = $1', [
       org.organizationId,
     ]);

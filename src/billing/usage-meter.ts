@@ -3,19 +3,32 @@
 // the run's organization lock, then sent with its id as the event's `identifier`. Stripe
 // counts an identifier once, so a report sent twice (a crash after sending, two workers) is
 // billed once, and none is lost to a crash before sending.
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import Stripe from 'stripe';
-import { dueMeterReports, markMeterReport, queueMeterReport } from '../db/sql/billing.ts';
+import {
+  claimMeterReport,
+  queueMeterReport,
+  recoverExpiredMeterReports,
+  settleMeterReport,
+} from '../db/sql/billing.ts';
+import { notify } from '../db/sql/notify.ts';
 import { findOrganization } from '../db/sql/organizations.ts';
-import { currentTime, notify } from '../db/sql/time.ts';
+import { currentTime } from '../db/sql/time.ts';
 import { periodUsage } from '../db/sql/usage.ts';
 import { currentPeriodStart } from '../domain/billing-period.ts';
 import type { Deps } from '../domain/deps.ts';
 import { effectiveLimits } from '../domain/plans.ts';
-import { CoalescedTask } from '../lib/coalesced-task.ts';
 import { newId } from '../lib/ids.ts';
+import { Loop } from '../lib/loop.ts';
 
 /** Reports sent per pass; the rest wait for the next one. */
 const BATCH = 50;
+/**
+ * How long a claimed report is this reporter's: longer than one Stripe request can take with
+ * its retries (15 s each, two retries), so a live reporter never loses one.
+ */
+const LEASE_MS = 120_000;
 /** Between looks when nothing wakes the reporter (a failed report's retry time, at most). */
 const POLL_MS = 60_000;
 /** A failed report waits 1 min, 2, 4, ... up to an hour. */
@@ -54,40 +67,58 @@ export async function queueUsageReport(
 
 /** Sends queued reports to Stripe (worker role, when Stripe is configured). */
 export class UsageReporter {
+  readonly id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   readonly #deps: Deps;
-  readonly #passes = new CoalescedTask(() => this.#pass());
-  #timer: NodeJS.Timeout | undefined;
-  #unlisten: (() => Promise<void>) | undefined;
-  #stopped = false;
+  /** Looks at each NOTIFY svc_billing and every POLL_MS (a failed report's retry time, at most). */
+  readonly #loop: Loop;
 
   constructor(deps: Deps) {
     this.#deps = deps;
+    this.#loop = new Loop({
+      name: 'usage reporter',
+      pass: async () => {
+        await this.sendDue();
+        return POLL_MS;
+      },
+      pollMs: POLL_MS,
+      retryMs: POLL_MS,
+      channel: { name: 'svc_billing', listen: (c, f) => deps.db.listen(c, f) },
+      log: deps.log,
+    });
   }
 
   async start(): Promise<void> {
-    this.#unlisten = await this.#deps.db.listen('svc_billing', () => this.wake());
-    this.wake();
+    await this.#loop.start();
   }
 
   wake(): void {
-    this.#passes.request();
+    this.#loop.wake();
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
-    await this.#unlisten?.();
-    await this.#passes.stop();
+    await this.#loop.stop();
   }
 
-  /** Sends every due report once; returns how many were sent. */
+  /**
+   * Sends every due report once, each taken under a lease first (one at a time: the lease needs
+   * to outlast one Stripe request with its retries, not a batch); returns how many were sent.
+   */
   async sendDue(): Promise<number> {
     const { db, clock, stripe, config, log } = this.#deps;
     if (!stripe) return 0;
-    const now = await currentTime(db, clock);
+    const recovered = await recoverExpiredMeterReports(db, await currentTime(db, clock));
+    if (recovered) log.warn({ recovered }, 'usage reports of a stopped reporter are due again');
     let sent = 0;
-    for (const report of await dueMeterReports(db, now, BATCH)) {
+    for (let i = 0; i < BATCH; i++) {
+      const now = await currentTime(db, clock);
+      const report = await claimMeterReport(db, { owner: this.id, now, leaseMs: LEASE_MS });
+      if (!report) break;
+      // Claimable reports have a customer; one removed meanwhile waits for its lease to expire.
       if (!report.payment_customer_id) continue;
+      const settle = async (outcome: Parameters<typeof settleMeterReport>[3]) => {
+        if (!(await settleMeterReport(db, report.id, this.id, outcome)))
+          log.warn({ reportId: report.id }, 'usage report outcome not recorded: its lease had expired');
+      };
       try {
         await stripe.billing.meterEvents.create({
           event_name: config.stripe.meterEventName,
@@ -95,7 +126,7 @@ export class UsageReporter {
           timestamp: Math.floor(report.created_at.getTime() / 1000),
           payload: { stripe_customer_id: report.payment_customer_id, value: String(report.value_cents) },
         });
-        await markMeterReport(db, report.id, { sentAt: now });
+        await settle({ sentAt: now });
         sent++;
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);
@@ -105,28 +136,16 @@ export class UsageReporter {
           err instanceof Stripe.errors.StripeInvalidRequestError &&
           /already exists with identifier/i.test(message)
         ) {
-          await markMeterReport(db, report.id, { sentAt: now });
+          await settle({ sentAt: now });
           continue;
         }
         log.warn({ reportId: report.id, err: message }, 'usage report to Stripe failed; will retry');
-        await markMeterReport(db, report.id, {
+        await settle({
           error: message.slice(0, 500),
           nextAttemptAt: new Date(now.getTime() + retryDelayMs(report.attempts)),
         });
       }
     }
     return sent;
-  }
-
-  async #pass(): Promise<void> {
-    try {
-      await this.sendDue();
-    } catch (err) {
-      this.#deps.log.error({ err }, 'usage reporting failed; retrying');
-    }
-    if (this.#stopped) return;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => this.wake(), POLL_MS);
-    this.#timer.unref();
   }
 }

@@ -18,7 +18,7 @@ import { findRun } from '../db/sql/runs.ts';
 import { currentTime } from '../db/sql/time.ts';
 import type { Deps } from '../domain/deps.ts';
 import { runView } from '../domain/runs.ts';
-import { CoalescedTask } from '../lib/coalesced-task.ts';
+import { Loop } from '../lib/loop.ts';
 import type { ChannelType, DeliveryChannel, SendOutcome } from './channel.ts';
 import { nextRetryDelay } from './retry.ts';
 
@@ -34,24 +34,28 @@ export class DeliveryDispatcher {
   readonly id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   readonly #deps: Deps;
   readonly #channels: Record<ChannelType, DeliveryChannel>;
-  readonly #active = new Map<string, { controller: AbortController; done: Promise<void> }>();
-  readonly #passes = new CoalescedTask(() => this.#pass());
-  #timer: NodeJS.Timeout | undefined;
-  #unlisten: (() => Promise<void>) | undefined;
-  #stopped = false;
+  readonly #active = new Set<string>();
+  /** Looks at each NOTIFY svc_deliveries, nearest due time, or at least every MAX_SLEEP_MS. */
+  readonly #loop: Loop;
 
   constructor(deps: Deps, channels: Record<ChannelType, DeliveryChannel>) {
     this.#deps = deps;
     this.#channels = channels;
+    this.#loop = new Loop({
+      name: 'delivery dispatcher',
+      pass: () => this.#pass(),
+      pollMs: MAX_SLEEP_MS,
+      channel: { name: 'svc_deliveries', listen: (c, f) => deps.db.listen(c, f) },
+      log: deps.log,
+    });
   }
 
   async start(): Promise<void> {
-    this.#unlisten = await this.#deps.db.listen('svc_deliveries', () => this.wake());
-    this.wake();
+    await this.#loop.start();
   }
 
   wake(): void {
-    this.#passes.request();
+    this.#loop.wake();
   }
 
   /**
@@ -59,60 +63,36 @@ export class DeliveryDispatcher {
    * given back untried (due at once, for this or another process).
    */
   async stop(graceMs: number): Promise<void> {
-    this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
-    await this.#unlisten?.();
-    await this.#passes.stop();
-    const all = () => Promise.all([...this.#active.values()].map((a) => a.done));
-    let timer: NodeJS.Timeout | undefined;
-    const graceOver = new Promise<'grace_over'>((resolve) => {
-      timer = setTimeout(() => resolve('grace_over'), graceMs);
-    });
-    if ((await Promise.race([all(), graceOver])) === 'grace_over') {
-      for (const a of this.#active.values()) a.controller.abort();
-      await all();
-    }
-    clearTimeout(timer);
+    await this.#loop.stop(graceMs);
   }
 
-  async #pass(): Promise<void> {
+  /** Recovers expired leases, claims what fits, and sleeps until the nearest due time. */
+  async #pass(): Promise<number> {
     const { db, clock, config, log } = this.#deps;
-    try {
-      const now = await currentTime(db, clock);
-      const recovered = await recoverExpiredDeliveries(db, now);
-      if (recovered) log.warn({ recovered }, 'deliveries of a stopped dispatcher are due again');
-      const free = config.delivery.concurrency - this.#active.size;
-      if (free > 0 && !this.#stopped) {
-        const claimed = await db.transaction((tx) =>
-          claimDeliveries(tx, { owner: this.id, now, leaseMs: LEASE_MS, limit: free }),
-        );
-        for (const job of claimed) this.#begin(job);
-      }
-      const next = await nearestDeliveryAt(db);
-      const delay = next ? next.getTime() - (await currentTime(db, clock)).getTime() : MAX_SLEEP_MS;
-      this.#arm(Math.max(0, Math.min(delay, MAX_SLEEP_MS)));
-    } catch (err) {
-      log.error({ err }, 'delivery pass failed; retrying');
-      this.#arm(5_000);
+    const now = await currentTime(db, clock);
+    const recovered = await recoverExpiredDeliveries(db, now);
+    if (recovered) log.warn({ recovered }, 'deliveries of a stopped dispatcher are due again');
+    const free = config.delivery.concurrency - this.#active.size;
+    if (free > 0 && !this.#loop.stopping) {
+      const claimed = await db.transaction((tx) =>
+        claimDeliveries(tx, { owner: this.id, now, leaseMs: LEASE_MS, limit: free }),
+      );
+      for (const job of claimed) this.#begin(job);
     }
-  }
-
-  #arm(ms: number): void {
-    if (this.#stopped) return;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => this.wake(), ms);
-    this.#timer.unref();
+    const next = await nearestDeliveryAt(db);
+    return next ? next.getTime() - (await currentTime(db, clock)).getTime() : MAX_SLEEP_MS;
   }
 
   #begin(job: DeliveryRow): void {
     const controller = new AbortController();
+    this.#active.add(job.id);
     const done = this.#attempt(job, controller.signal)
       .catch((err) => this.#deps.log.error({ err, deliveryId: job.id }, 'delivery attempt crashed'))
       .finally(() => {
         this.#active.delete(job.id);
         this.wake();
       });
-    this.#active.set(job.id, { controller, done });
+    this.#loop.track(controller, done);
   }
 
   async #attempt(job: DeliveryRow, signal: AbortSignal): Promise<void> {

@@ -1,6 +1,6 @@
 import type { Db } from '../db/db.ts';
 import { findKeyByHash, type KeyLookupRow } from '../db/sql/api-keys.ts';
-import { notify } from '../db/sql/time.ts';
+import { notify } from '../db/sql/notify.ts';
 import { setBounded } from '../lib/bounded-map.ts';
 
 /**

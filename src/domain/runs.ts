@@ -1,4 +1,5 @@
 import { listDeliveriesOfRun, retryFailedDeliveries } from '../db/sql/deliveries.ts';
+import { notify } from '../db/sql/notify.ts';
 import {
   findRun,
   listRunsForOrganization,
@@ -6,7 +7,7 @@ import {
   type RunRow,
   taskExistsInOrganization,
 } from '../db/sql/runs.ts';
-import { currentTime, notify } from '../db/sql/time.ts';
+import { currentTime } from '../db/sql/time.ts';
 import { errors } from '../lib/errors.ts';
 import type { Delivery, Run, RunWithDeliveries } from '../schemas/run.ts';
 import type { Deps } from './deps.ts';

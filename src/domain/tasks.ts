@@ -1,4 +1,5 @@
 import type { Queryable } from '../db/db.ts';
+import { notify } from '../db/sql/notify.ts';
 import { insertRun, type RunRow } from '../db/sql/runs.ts';
 import { type ForeignLink, foreignLinks, lockTasksLimit } from '../db/sql/task-create.ts';
 import {
@@ -14,7 +15,6 @@ import {
   type TaskWithLinks,
   updateTask,
 } from '../db/sql/tasks.ts';
-import { notify } from '../db/sql/time.ts';
 import { emailAddressProblem } from '../lib/email-address.ts';
 import { AppError, type ErrorDetail, errors } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';

@@ -4,6 +4,7 @@
 // in the same transaction. However many schedulers run, a slot gets at most one run, and a crash between
 // any two statements rolls the whole claim back for another scheduler to redo.
 import type { Queryable } from '../db/db.ts';
+import { notify } from '../db/sql/notify.ts';
 import {
   advanceTasks,
   insertSlotRuns,
@@ -12,11 +13,11 @@ import {
   type SlotRunOutcome,
 } from '../db/sql/scheduler.ts';
 import type { TaskRow } from '../db/sql/tasks.ts';
-import { currentTime, notify } from '../db/sql/time.ts';
+import { currentTime } from '../db/sql/time.ts';
 import type { Deps } from '../domain/deps.ts';
 import { lockRunAllowances, type RunAllowance, recordRunLimitReached } from '../domain/run-limit.ts';
-import { CoalescedTask } from '../lib/coalesced-task.ts';
 import { newId } from '../lib/ids.ts';
+import { Loop } from '../lib/loop.ts';
 import { type DueSlotPlan, planDueSlot } from './due-slot.ts';
 import { scheduleSpecOf } from './task-spec.ts';
 import { MAX_SLEEP_MS } from './wake.ts';
@@ -39,56 +40,40 @@ export interface TickResult {
 
 export class DueTaskClaimer {
   readonly #deps: Deps;
-  #timer: NodeJS.Timeout | undefined;
-  #unlisten: (() => Promise<void>) | undefined;
-  readonly #passes = new CoalescedTask(() => this.#pass());
-  #stopped = false;
+  /** A look now, then one at each nearest slot or NOTIFY svc_tasks, at least every MAX_SLEEP_MS. */
+  readonly #loop: Loop;
 
   constructor(deps: Deps) {
     this.#deps = deps;
+    this.#loop = new Loop({
+      name: 'scheduler',
+      pass: () => this.#pass(),
+      pollMs: MAX_SLEEP_MS,
+      channel: { name: 'svc_tasks', listen: (c, f) => deps.db.listen(c, f) },
+      log: deps.log,
+    });
   }
 
-  /** Starts the loop: a look now, then one at each nearest slot or notification. */
   async start(): Promise<void> {
-    this.#unlisten = await this.#deps.db.listen('svc_tasks', () => this.wake());
-    this.wake();
+    await this.#loop.start();
   }
 
   /** Asks for a look as soon as possible (coalesced with one in progress). */
   wake(): void {
-    this.#passes.request();
+    this.#loop.wake();
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
-    await this.#unlisten?.();
-    await this.#passes.stop();
+    await this.#loop.stop();
   }
 
-  async #pass(): Promise<void> {
-    try {
-      await this.tick();
-      await this.#sleepUntilNextSlot();
-    } catch (err) {
-      this.#deps.log.error({ err }, 'scheduler tick failed; retrying');
-      this.#arm(5_000);
-    }
-  }
-
-  async #sleepUntilNextSlot(): Promise<void> {
+  /** Claims what is due, then sleeps until the nearest slot. */
+  async #pass(): Promise<number> {
+    await this.tick();
     const { db, clock } = this.#deps;
     const next = await nearestDueAt(db);
     const now = await currentTime(db, clock);
-    const delay = next ? next.getTime() - now.getTime() : MAX_SLEEP_MS;
-    this.#arm(Math.max(0, Math.min(delay, MAX_SLEEP_MS)));
-  }
-
-  #arm(ms: number): void {
-    if (this.#stopped) return;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => this.wake(), ms);
-    this.#timer.unref();
+    return next ? next.getTime() - now.getTime() : MAX_SLEEP_MS;
   }
 
   /**

@@ -7,23 +7,24 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { queueUsageReport } from '../billing/usage-meter.ts';
 import { isDatabaseUnavailable, type Queryable } from '../db/db.ts';
+import { notify } from '../db/sql/notify.ts';
 import { loadRunContext, type RunContextRow } from '../db/sql/run-context.ts';
 import {
   claimRuns,
-  finishRun,
   lockExpiredLeases,
   notifyIfClaimable,
+  recordRunEndAndQueueDeliveries,
   releaseRun,
   renewLeases,
   requeueRuns,
   takeClaimLock,
 } from '../db/sql/run-queue.ts';
 import type { RunRow } from '../db/sql/runs.ts';
-import { currentTime, notify, statementTime } from '../db/sql/time.ts';
+import { currentTime, statementTime } from '../db/sql/time.ts';
 import { copyUsageToRun, recordModelCall, settleDeletedRun } from '../db/sql/usage.ts';
 import type { Deps } from '../domain/deps.ts';
-import { CoalescedTask } from '../lib/coalesced-task.ts';
 import { newId } from '../lib/ids.ts';
+import { Loop } from '../lib/loop.ts';
 import type { CallUsage, RunExecutor, RunResult } from '../runner/executor.ts';
 
 /** How long a finished run's result is retried while the database is unreachable. */
@@ -58,11 +59,12 @@ export class RunWorker {
   readonly #deps: Deps;
   readonly #executor: RunExecutor;
   readonly #active = new Map<string, ActiveRun>();
-  #unlisten: (() => Promise<void>) | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
-  #poll: NodeJS.Timeout | undefined;
-  readonly #claims = new CoalescedTask(() => this.#claimPass());
-  #stopping = false;
+  /**
+   * Claims at each NOTIFY svc_runs and when a run here ends; the lease-period poll finds the
+   * runs of workers that died (expired leases).
+   */
+  readonly #loop: Loop;
   /** Runs loading or executing: what SVC_WORKER_CONCURRENCY bounds. */
   #executing = 0;
   /** When expired leases were last looked for (database time, ms). */
@@ -71,6 +73,17 @@ export class RunWorker {
   constructor(deps: Deps, executor: RunExecutor) {
     this.#deps = deps;
     this.#executor = executor;
+    this.#loop = new Loop({
+      name: 'run worker',
+      pass: async () => {
+        await this.#claimFreeSlots();
+        return undefined;
+      },
+      pollMs: deps.config.worker.leaseMs,
+      retryMs: deps.config.worker.leaseMs,
+      channel: { name: 'svc_runs', listen: (c, f) => deps.db.listen(c, f) },
+      log: deps.log,
+    });
   }
 
   /** Leases are renewed three times per lease period, so one late heartbeat loses nothing. */
@@ -79,19 +92,14 @@ export class RunWorker {
   }
 
   async start(): Promise<void> {
-    const { leaseMs } = this.#deps.config.worker;
-    this.#unlisten = await this.#deps.db.listen('svc_runs', () => this.wake());
     this.#heartbeat = setInterval(() => void this.#renew(), this.#heartbeatMs);
     this.#heartbeat.unref();
-    // New runs arrive by NOTIFY; this poll finds the runs of workers that died (expired leases).
-    this.#poll = setInterval(() => this.wake(), leaseMs);
-    this.#poll.unref();
-    this.wake();
+    await this.#loop.start();
   }
 
   /** Asks for a claim as soon as possible (coalesced with one in progress). */
   wake(): void {
-    if (!this.#stopping) this.#claims.request();
+    this.#loop.wake();
   }
 
   /** Runs being executed here now. */
@@ -104,37 +112,17 @@ export class RunWorker {
    * gives them back to the queue (pending, the attempt not counted) for another worker.
    */
   async stop(graceMs: number): Promise<void> {
-    this.#stopping = true;
-    if (this.#poll) clearInterval(this.#poll);
-    await this.#unlisten?.();
-    await this.#claims.stop();
-    const all = () => Promise.all([...this.#active.values()].map((a) => a.done));
-    let timer: NodeJS.Timeout | undefined;
-    const graceOver = new Promise<'grace_over'>((resolve) => {
-      timer = setTimeout(() => resolve('grace_over'), graceMs);
-    });
-    const first = await Promise.race([all().then(() => 'done' as const), graceOver]);
-    clearTimeout(timer);
-    if (first === 'grace_over') {
-      for (const a of this.#active.values()) a.controller.abort('shutdown' satisfies AbortReason);
-      await all();
-    }
+    // The loop aborts what is still running after the grace period with 'shutdown'; leases
+    // are renewed until every run here has ended.
+    await this.#loop.stop(graceMs);
     if (this.#heartbeat) clearInterval(this.#heartbeat);
-  }
-
-  async #claimPass(): Promise<void> {
-    try {
-      await this.#claimFreeSlots();
-    } catch (err) {
-      this.#deps.log.error({ err }, 'claiming runs failed; retrying at the next wake-up');
-    }
   }
 
   async #claimFreeSlots(): Promise<void> {
     const { db, clock, config, metrics, log } = this.#deps;
     for (;;) {
       const free = config.worker.concurrency - this.#executing;
-      if (free <= 0 || this.#stopping) return;
+      if (free <= 0 || this.#loop.stopping) return;
       const claimed = await db.transaction(async (tx) => {
         const lockedAt = await takeClaimLock(tx);
         const now = clock.agreedNowFrom(lockedAt);
@@ -184,7 +172,7 @@ export class RunWorker {
       retry.map((r) => r.id),
     );
     for (const r of giveUp) {
-      const failed = await finishRun(tx, r.id, null, {
+      const failed = await recordRunEndAndQueueDeliveries(tx, r.id, null, {
         status: 'failed',
         output: null,
         error: `The run was started ${r.attempts} times and each time its worker stopped responding before it finished; it is not retried again`,
@@ -222,6 +210,7 @@ export class RunWorker {
         this.#deps.metrics.runsInFlight.set(this.#active.size);
       })
       .then(() => this.#runLeft(run));
+    this.#loop.track(controller, active.done);
   }
 
   /**
@@ -233,7 +222,7 @@ export class RunWorker {
    * organization has runs waiting for that place.
    */
   async #runLeft(run: RunRow): Promise<void> {
-    if (this.#stopping) return;
+    if (this.#loop.stopping) return;
     this.wake();
     const { db, config, log } = this.#deps;
     if (!db.backend.shared) return;
@@ -329,7 +318,7 @@ export class RunWorker {
     if (!result) throw new Error('the executor returned no result without being aborted');
     const status = result.ok ? 'completed' : 'failed';
     const finished = await this.#whileDatabaseReturns(run.id, signal, () =>
-      finishRun(db, run.id, this.id, {
+      recordRunEndAndQueueDeliveries(db, run.id, this.id, {
         status,
         output: result.ok ? result.output : null,
         error: result.ok ? null : result.message,
@@ -424,8 +413,8 @@ export class RunWorker {
    * Writes a result, retrying while the database is unreachable (backoff up to 5 s, for up to
    * 10 minutes, or until shutdown gives up on the run): the answer was paid for, and losing it
    * would run the task again. A worker does not recover the leases of runs still in its hands,
-   * and the heartbeat renews them once the database is back; a write another worker overtook is refused by finishRun's lease
-   * check, never recorded twice.
+   * and the heartbeat renews them once the database is back; a write another worker overtook
+   * is refused by the lease check of recordRunEndAndQueueDeliveries, never recorded twice.
    */
   async #whileDatabaseReturns<T>(
     runId: string,

@@ -1,4 +1,5 @@
 import type { Queryable } from '../db.ts';
+import { claimLeased, type LeasedTable, recoverExpiredLeased, settleLeased } from './leased-jobs.ts';
 import type { OrganizationRow } from './organizations.ts';
 import type { Plan } from './plan-types.ts';
 
@@ -113,31 +114,64 @@ export async function queueMeterReport(
   return delta;
 }
 
-/** Reports not yet sent whose next attempt is due, oldest first. */
-export function dueMeterReports(db: Queryable, now: Date, limit: number): Promise<MeterReportRow[]> {
-  return db.query<MeterReportRow>(
-    `SELECT m.id, m.organization_id, m.value_cents, m.created_at, m.attempts, o.payment_customer_id
-       FROM meter_reports m JOIN organizations o ON o.id = m.organization_id
-      WHERE m.sent_at IS NULL AND m.next_attempt_at <= $1
-      ORDER BY m.created_at LIMIT $2`,
-    [now, limit],
+/**
+ * The meter report outbox as a leased-job table: a report is claimable while unsent, due and
+ * unleased, and only for an organization with a Stripe customer (it has nowhere to go before).
+ */
+const METER_REPORTS: LeasedTable = {
+  table: 'meter_reports',
+  claimable: `sent_at IS NULL AND lease_owner IS NULL AND next_attempt_at <= $now
+    AND EXISTS (SELECT 1 FROM organizations o
+                 WHERE o.id = meter_reports.organization_id AND o.payment_customer_id IS NOT NULL)`,
+  order: 'created_at, id',
+  held: 'sent_at IS NULL AND lease_owner IS NOT NULL',
+  // A report given back keeps its due time: an expired lease means it may be due already.
+  onReturn: '',
+};
+
+/** Takes the oldest due report under a lease for `owner`, with its organization's customer. */
+export async function claimMeterReport(
+  tx: Queryable,
+  o: { owner: string; now: Date; leaseMs: number },
+): Promise<MeterReportRow | undefined> {
+  const [report] = await claimLeased<Omit<MeterReportRow, 'payment_customer_id'>>(tx, METER_REPORTS, {
+    ...o,
+    limit: 1,
+  });
+  if (!report) return undefined;
+  const [org] = await tx.query<{ payment_customer_id: string | null }>(
+    'SELECT payment_customer_id FROM organizations WHERE id = $1',
+    [report.organization_id],
   );
+  return { ...report, payment_customer_id: org?.payment_customer_id ?? null };
 }
 
-export async function markMeterReport(
+/** Reports whose reporter stopped before settling them are claimable again; returns how many. */
+export async function recoverExpiredMeterReports(db: Queryable, now: Date): Promise<number> {
+  return (await recoverExpiredLeased(db, METER_REPORTS, now)).length;
+}
+
+/**
+ * Records a send (sent, or failed with its next attempt), only while `owner` holds the report.
+ * Returns whether it did; false means the lease expired and another reporter may have it.
+ */
+export function settleMeterReport(
   db: Queryable,
   id: string,
+  owner: string,
   outcome: { sentAt: Date } | { error: string; nextAttemptAt: Date },
-): Promise<void> {
-  if ('sentAt' in outcome) {
-    await db.query('UPDATE meter_reports SET sent_at = $2, attempts = attempts + 1 WHERE id = $1', [
-      id,
-      outcome.sentAt,
-    ]);
-  } else {
-    await db.query(
-      'UPDATE meter_reports SET attempts = attempts + 1, last_error = $2, next_attempt_at = $3 WHERE id = $1',
-      [id, outcome.error, outcome.nextAttemptAt],
-    );
-  }
+): Promise<boolean> {
+  return 'sentAt' in outcome
+    ? settleLeased(db, METER_REPORTS, {
+        id,
+        owner,
+        assignments: 'sent_at = $3, attempts = attempts + 1',
+        values: [outcome.sentAt],
+      })
+    : settleLeased(db, METER_REPORTS, {
+        id,
+        owner,
+        assignments: 'attempts = attempts + 1, last_error = $3, next_attempt_at = $4',
+        values: [outcome.error, outcome.nextAttemptAt],
+      });
 }

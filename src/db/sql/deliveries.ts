@@ -1,4 +1,11 @@
 import type { Queryable } from '../db.ts';
+import {
+  claimLeased,
+  type LeasedTable,
+  recoverExpiredLeased,
+  releaseLeased,
+  settleLeased,
+} from './leased-jobs.ts';
 
 export type DeliveryStatus = 'pending' | 'sending' | 'delivered' | 'failed';
 
@@ -34,19 +41,27 @@ export interface AttemptRow {
 }
 
 /**
+ * The deliveries table as a leased-job table: `pending` jobs are claimed when due and become
+ * `sending`; one given back (released or recovered) is `pending` again, due at once.
+ */
+const DELIVERIES: LeasedTable = {
+  table: 'deliveries',
+  claimable: `status = 'pending' AND next_attempt_at <= $now`,
+  order: 'next_attempt_at, id',
+  held: `status = 'sending'`,
+  onClaim: `status = 'sending', attempts = attempts + 1, round_attempts = round_attempts + 1, updated_at = $now`,
+  onReturn: `status = 'pending', next_attempt_at = $now, updated_at = $now`,
+  // Released untried: the attempt does not count.
+  onRelease: 'attempts = attempts - 1, round_attempts = round_attempts - 1',
+};
+
+/**
  * Deliveries left `sending` by a dispatcher that stopped (crash, kill) go back to `pending`, due
  * at once. The attempt in flight may have reached the receiver: delivery is at least once, and
  * the stable `webhook-id` lets a webhook receiver drop the repeat.
  */
 export async function recoverExpiredDeliveries(db: Queryable, now: Date): Promise<number> {
-  const rows = await db.query(
-    `UPDATE deliveries SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL,
-            next_attempt_at = $1, updated_at = $1
-      WHERE status = 'sending' AND lease_expires_at < $1
-      RETURNING id`,
-    [now],
-  );
-  return rows.length;
+  return (await recoverExpiredLeased(db, DELIVERIES, now)).length;
 }
 
 /** Claims up to `limit` due deliveries under a lease, oldest due first. */
@@ -54,21 +69,7 @@ export function claimDeliveries(
   tx: Queryable,
   o: { owner: string; now: Date; leaseMs: number; limit: number },
 ): Promise<DeliveryRow[]> {
-  return tx.query<DeliveryRow>(
-    `WITH picked AS (
-       SELECT id FROM deliveries
-        WHERE status = 'pending' AND next_attempt_at <= $2
-        ORDER BY next_attempt_at, id
-        LIMIT $4
-        FOR UPDATE SKIP LOCKED
-     )
-     UPDATE deliveries d SET status = 'sending', lease_owner = $1,
-            lease_expires_at = $2::timestamptz + make_interval(secs => $3::double precision / 1000),
-            attempts = attempts + 1, round_attempts = round_attempts + 1, updated_at = $2
-       FROM picked WHERE d.id = picked.id
-     RETURNING d.*`,
-    [o.owner, o.now, o.leaseMs, o.limit],
-  );
+  return claimLeased<DeliveryRow>(tx, DELIVERIES, o);
 }
 
 /** When the dispatcher next has something to do: the nearest due delivery or lease expiry. */
@@ -120,21 +121,19 @@ export interface AttemptRecord {
 export async function recordAttempt(tx: Queryable, r: AttemptRecord): Promise<boolean> {
   // Lock order: the run first, then its delivery (as redelivery does).
   await tx.query('SELECT 1 FROM runs WHERE id = $1 FOR UPDATE', [r.runId]);
-  const updated = await tx.query(
-    `UPDATE deliveries SET status = $3, next_attempt_at = $4, lease_owner = NULL, lease_expires_at = NULL,
-            last_error = $5, delivered_at = CASE WHEN $3 = 'delivered' THEN $6::timestamptz END, updated_at = $6
-      WHERE id = $1 AND lease_owner = $2 AND status = 'sending'
-      RETURNING id`,
-    [
-      r.deliveryId,
-      r.owner,
+  const settled = await settleLeased(tx, DELIVERIES, {
+    id: r.deliveryId,
+    owner: r.owner,
+    assignments: `status = $3, next_attempt_at = $4, last_error = $5,
+                  delivered_at = CASE WHEN $3 = 'delivered' THEN $6::timestamptz END, updated_at = $6`,
+    values: [
       r.next.status,
       r.next.status === 'pending' ? r.next.nextAttemptAt : null,
       r.outcome === 'failed' ? (r.error ?? 'failed') : null,
       r.now,
     ],
-  );
-  if (updated.length === 0) return false;
+  });
+  if (!settled) return false;
   await tx.query(
     `INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, outcome, status_code, error, response)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
@@ -160,12 +159,7 @@ export async function releaseDelivery(
   owner: string,
   now: Date,
 ): Promise<void> {
-  await db.query(
-    `UPDATE deliveries SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, next_attempt_at = $3,
-            attempts = attempts - 1, round_attempts = round_attempts - 1, updated_at = $3
-      WHERE id = $1 AND lease_owner = $2 AND status = 'sending'`,
-    [deliveryId, owner, now],
-  );
+  await releaseLeased(db, DELIVERIES, { id: deliveryId, owner, now });
 }
 
 /** A run's deliveries in order, each with its attempts oldest first. */

@@ -1,5 +1,6 @@
 import { PLAN_EACH_TIME, type Queryable } from '../db.ts';
 import { LOCK_KEYS } from './advisory-locks.ts';
+import { type LeasedTable, releaseLeased, renewLeased } from './leased-jobs.ts';
 import type { RunRow } from './runs.ts';
 
 /**
@@ -114,6 +115,22 @@ export function lockExpiredLeases(
 /** What a run returned to the queue looks like: pending, no lease, not started. */
 const BACK_TO_PENDING = `status = 'pending', lease_owner = NULL, lease_expires_at = NULL, started_at = NULL`;
 
+/**
+ * The runs table under the leased-job contract (leased-jobs.ts) for renewing and releasing.
+ * Claims are claimRuns (the per-organization fair claim), recovery is lockExpiredLeases with
+ * requeueRuns (a run may also be failed for good), and a run is settled by
+ * recordRunEndAndQueueDeliveries, conditioned on the lease like any settle.
+ */
+const RUNS: LeasedTable = {
+  table: 'runs',
+  claimable: `status = 'pending'`,
+  order: 'created_at, id',
+  held: `status = 'running'`,
+  onReturn: `status = 'pending', started_at = NULL`,
+  // Released untried (shutdown): the attempt does not count.
+  onRelease: 'attempts = greatest(attempts - 1, 0)',
+};
+
 /** Puts runs whose worker died back in the queue for another worker (the attempt still counts). */
 export async function requeueRuns(tx: Queryable, ids: string[]): Promise<void> {
   if (!ids.length) return;
@@ -123,21 +140,14 @@ export async function requeueRuns(tx: Queryable, ids: string[]): Promise<void> {
 }
 
 /** Renews the leases this worker holds; returns the ids it still holds (a missing one was lost). */
-export async function renewLeases(
+export function renewLeases(
   db: Queryable,
   workerId: string,
   ids: string[],
   now: Date,
   leaseMs: number,
 ): Promise<Set<string>> {
-  if (!ids.length) return new Set();
-  const rows = await db.query<{ id: string }>(
-    `UPDATE runs SET lease_expires_at = $3::timestamptz + make_interval(secs => $4::double precision / 1000)
-      WHERE id = ANY($1::uuid[]) AND lease_owner = $2 AND status = 'running'
-      RETURNING id`,
-    [ids, workerId, now, leaseMs],
-  );
-  return new Set(rows.map((r) => r.id));
+  return renewLeased(db, RUNS, { owner: workerId, ids, now, leaseMs });
 }
 
 /**
@@ -160,14 +170,8 @@ export async function notifyIfClaimable(
 }
 
 /** Gives a run back unfinished (shutdown): pending again, the attempt not counted. */
-export async function releaseRun(db: Queryable, runId: string, workerId: string): Promise<boolean> {
-  const rows = await db.query(
-    `UPDATE runs SET ${BACK_TO_PENDING}, attempts = greatest(attempts - 1, 0)
-      WHERE id = $1 AND lease_owner = $2 AND status = 'running'
-      RETURNING id`,
-    [runId, workerId],
-  );
-  return rows.length > 0;
+export function releaseRun(db: Queryable, runId: string, workerId: string): Promise<boolean> {
+  return releaseLeased(db, RUNS, { id: runId, owner: workerId });
 }
 
 export interface RunResultRow {
@@ -200,7 +204,7 @@ const deliveryTargets = (task: string) => `
 const COMPLETED_AT = 'coalesce($6::timestamptz, statement_timestamp())';
 
 // Built once (statements are named by their text; see FIND_TASK in tasks.ts).
-const FINISH_RUN = `WITH targets AS (
+const RECORD_RUN_END = `WITH targets AS (
        ${deliveryTargets('(SELECT task_id FROM runs WHERE id = $1)')}
      ), run AS (
        UPDATE runs SET status = $3, output = $4, error = $5,
@@ -238,13 +242,13 @@ const FINISH_RUN = `WITH targets AS (
  * delivery job per destination (deliveryStatus `pending` when there is any). Returns the
  * finished run, or undefined when the lease was no longer this worker's.
  */
-export async function finishRun(
+export async function recordRunEndAndQueueDeliveries(
   db: Queryable,
   runId: string,
   workerId: string | null,
   r: RunResultRow,
 ): Promise<RunRow | undefined> {
-  const [row] = await db.query<RunRow>(FINISH_RUN, [
+  const [row] = await db.query<RunRow>(RECORD_RUN_END, [
     runId,
     workerId,
     r.status,

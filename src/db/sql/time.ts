@@ -27,11 +27,3 @@ export function currentTime(db: Queryable, clock: Clock): Promise<Date> {
 export function statementTime(clock: Clock): Date | null {
   return clock.statementNow();
 }
-
-/** Wakes the listeners of `channel` in every process, when the current transaction commits. */
-export async function notify(
-  db: Queryable,
-  channel: 'svc_tasks' | 'svc_runs' | 'svc_deliveries' | 'svc_billing' | 'svc_principals',
-): Promise<void> {
-  await db.query('SELECT pg_notify($1, $2)', [channel, '']);
-}
