@@ -89,6 +89,28 @@ describe('the docs state what the code holds', () => {
     assert.deepEqual(documented.toSorted(), [...inCode].sort());
   });
 
+  test('the background parts table names every file that builds a Loop, and only channels the code uses', () => {
+    const table = tableAfter(architecture, '### Background parts');
+    assert.deepEqual(table[0]?.slice(0, 2), ['part', 'file']);
+    const column = (name: string) =>
+      table.slice(1).flatMap((row) => codeSpans(row[table[0]?.indexOf(name) ?? -1] ?? ''));
+    const loops = filesBelow('src').filter(
+      (f) => f.endsWith('.ts') && readFileSync(join(root, f), 'utf8').includes('new Loop('),
+    );
+    assert.ok(loops.length >= 4, 'the loops are found');
+    const documented = column('file');
+    assert.deepEqual(
+      loops.filter((f) => !documented.some((d) => f === `src/${d}`)),
+      [],
+      'files that build a Loop and are not in the table',
+    );
+    const inCode = channelsInCode();
+    assert.deepEqual(
+      column('wake-up channel').filter((c) => !inCode.has(c)),
+      [],
+    );
+  });
+
   test('every NOTIFY or LISTEN the docs name is on a channel the code uses', () => {
     const inCode = channelsInCode();
     for (const name of ['architecture.md', 'api.md', 'operations.md', 'security.md', '../README.md']) {
