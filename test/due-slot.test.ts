@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
+import { nextSlot, type ScheduleSpec } from '../src/schedule/slots.ts';
 import { MISSED_COUNT_CAP, planDueSlot } from '../src/scheduler/due-slot.ts';
-import { nextSlot, type ScheduleSpec } from '../src/scheduler/slots.ts';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;

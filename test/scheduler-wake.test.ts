@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { MAX_SLEEP_MS, slotNeedsWake } from '../src/scheduler/wake.ts';
+import { MAX_SLEEP_MS, slotNeedsWake } from '../src/schedule/wake.ts';
 
 describe('when a new or moved slot wakes the schedulers', () => {
   const now = new Date('2030-01-01T10:00:00Z');

@@ -11,7 +11,7 @@ import {
   upcomingSlots,
   WEEKDAYS,
   type Weekday,
-} from '../src/scheduler/slots.ts';
+} from '../src/schedule/slots.ts';
 
 // A fixed seed keeps CI deterministic; set SLOTS_SEED to explore other seeds locally.
 // (Seeds 287399569 and 20271031 found croner reading 'SUN-SUN' as every day; names are now

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { wallTime, wallTimeUncached } from '../src/scheduler/timezone.ts';
+import { wallTime, wallTimeUncached } from '../src/schedule/timezone.ts';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;

@@ -24,9 +24,9 @@ import {
   isValidTimezone,
   type Weekday,
   weekdayAt,
-} from '../scheduler/slots.ts';
-import { scheduleSpecOf } from '../scheduler/task-spec.ts';
-import { slotNeedsWake } from '../scheduler/wake.ts';
+} from '../schedule/slots.ts';
+import { scheduleSpecOf } from '../schedule/task-spec.ts';
+import { slotNeedsWake } from '../schedule/wake.ts';
 import type { Task, TaskCreateBody, TaskUpdateBody } from '../schemas/task.ts';
 import type { Deps } from './deps.ts';
 import { checkDestination } from './destinations.ts';

@@ -18,9 +18,9 @@ import type { Deps } from '../domain/deps.ts';
 import { lockRunAllowances, type RunAllowance, recordRunLimitReached } from '../domain/run-limit.ts';
 import { newId } from '../lib/ids.ts';
 import { Loop } from '../lib/loop.ts';
+import { scheduleSpecOf } from '../schedule/task-spec.ts';
+import { MAX_SLEEP_MS } from '../schedule/wake.ts';
 import { type DueSlotPlan, planDueSlot } from './due-slot.ts';
-import { scheduleSpecOf } from './task-spec.ts';
-import { MAX_SLEEP_MS } from './wake.ts';
 
 /**
  * Tasks claimed per transaction. A batch is a fixed handful of statements whatever its size, so

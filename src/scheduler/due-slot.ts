@@ -5,7 +5,7 @@
 // service was down, the scheduler was behind) get at most ONE late run, for the most recent of
 // them, and only when that slot is inside the catch-up window (default one hour) before now.
 // Every other passed slot is "missed": counted and logged by the caller, never run.
-import { nextSlot, type ScheduleSpec } from './slots.ts';
+import { nextSlot, type ScheduleSpec } from '../schedule/slots.ts';
 
 export interface DueSlotPlan {
   /** The slot to create a run for now; null when no passed slot is inside the window. */

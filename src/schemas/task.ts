@@ -1,5 +1,5 @@
 import { type Static, Type } from 'typebox';
-import { WEEKDAYS } from '../scheduler/slots.ts';
+import { WEEKDAYS } from '../schedule/slots.ts';
 import { DateTime, Nullable, StringEnum, Uuid } from './common.ts';
 import { Skill } from './skill.ts';
 import { Source } from './source.ts';

@@ -11,7 +11,7 @@ import { newAjv } from '../lib/ajv.ts';
 import { AppError, type ErrorDetail } from '../lib/errors.ts';
 import { isUuid } from '../lib/ids.ts';
 import { validationError } from '../lib/validation-error.ts';
-import { isValidTimezone } from '../scheduler/slots.ts';
+import { isValidTimezone } from '../schedule/slots.ts';
 import type { Run } from '../schemas/run.ts';
 import type { Task } from '../schemas/task.ts';
 import { viewerOf } from './auth.ts';

@@ -8,7 +8,7 @@ import {
   upcomingSlots,
   WEEKDAYS,
   type Weekday,
-} from '../../scheduler/slots.ts';
+} from '../../schedule/slots.ts';
 import { SCHEDULES, type Task } from '../../schemas/task.ts';
 import { type Html, html } from '../html.ts';
 import { fieldLabel, when } from '../page-kit.ts';

@@ -15,7 +15,7 @@ import {
 } from '../../domain/tasks.ts';
 import type { Viewer } from '../../domain/users.ts';
 import { AppError } from '../../lib/errors.ts';
-import { WEEKDAYS } from '../../scheduler/slots.ts';
+import { WEEKDAYS } from '../../schedule/slots.ts';
 import type { Run } from '../../schemas/run.ts';
 import { DESTINATION_TYPES, type Task, TaskCreateBody, TaskUpdateBody } from '../../schemas/task.ts';
 import { type FormBody, field, fields, formOf, viewerOf } from '../auth.ts';
