@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
+import OpenAI from 'openai';
 import { type Config, loadConfig } from '../../src/config.ts';
 import type { App } from '../../src/http/types.ts';
 import type { Clock } from '../../src/lib/clock.ts';
@@ -10,6 +11,22 @@ import { type Service, startService } from '../../src/service.ts';
 import { createTestDb, type TestDb } from './db.ts';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef';
+
+/**
+ * The model SDK waits 0.5 s, 1 s, 2 s, 4 s before its retries (a run that exhausts them spends
+ * about 7.5 s asleep); a service in the test process waits 10 ms instead. What is retried, how
+ * often, and a Retry-After the provider sends stay the SDK's own. The SDK has no option for its
+ * backoff, so its prototype method is replaced here, in tests only; services started as
+ * processes keep the real backoff.
+ */
+const TEST_MODEL_RETRY_DELAY_MS = 10;
+const sdk = OpenAI.prototype as unknown as Record<string, unknown>;
+if (typeof sdk.calculateDefaultRetryTimeoutMillis !== 'function') {
+  throw new Error(
+    'the openai SDK no longer has calculateDefaultRetryTimeoutMillis: shorten its backoff anew',
+  );
+}
+sdk.calculateDefaultRetryTimeoutMillis = () => TEST_MODEL_RETRY_DELAY_MS;
 
 export interface TestService {
   service: Service;
