@@ -98,7 +98,10 @@ describe('Loop', () => {
     assert.equal(loop.stopping, true);
   });
 
-  test('stop lets tracked work finish within the grace period, then aborts it with shutdown', async () => {
+  // A stop that never aborts would wait forever for the slow work: the timeout turns that into a failure.
+  test('stop lets tracked work finish within the grace period, then aborts it with shutdown', {
+    timeout: 10_000,
+  }, async () => {
     const loop = new Loop({ name: 'test', pollMs: 60_000, log, pass: async () => undefined });
     await loop.start();
     const quick = new AbortController();
