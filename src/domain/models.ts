@@ -1,11 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Ajv } from 'ajv';
-import addFormatsModule from 'ajv-formats';
 import { type Static, Type } from 'typebox';
-
-// ajv-formats is CommonJS: under ESM its default import is the plugin function itself.
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+import { newAjv } from '../lib/ajv.ts';
 
 /** The catalog shipped with the code; SVC_MODELS_FILE replaces it with an operator's file. */
 export const SHIPPED_CATALOG_FILE = fileURLToPath(new URL('./models-catalog.json', import.meta.url));
@@ -46,8 +42,8 @@ export interface ModelCatalog {
   defaultModel: CatalogModel;
 }
 
-const ajv = addFormats(new Ajv({ allErrors: true, strict: false }));
-const validateCatalog = ajv.compile<CatalogModel[]>(CatalogFile as object);
+// The catalog is JSON, checked like a request body: types exact, every problem found.
+const validateCatalog = newAjv('json').compile<CatalogModel[]>(CatalogFile as object);
 
 /** Why the parsed catalog is unusable, or undefined when it is fine. */
 function catalogProblem(data: unknown): string | undefined {

@@ -1,7 +1,8 @@
 // The one Ajv setup. The JSON API's validators (http/plugins/validation.ts) and the dashboard's
 // form checks (web/page-kit.ts) compile the same TypeBox schemas, so they must agree on the
-// options and formats; each caller still gets its own instance, because a compiled schema stays
-// in its instance's cache for the instance's life.
+// options and formats; the model catalog file (domain/models.ts) is checked the same way. Each
+// caller still gets its own instance, because a compiled schema stays in its instance's cache
+// for the instance's life.
 import { Ajv, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 
