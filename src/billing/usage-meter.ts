@@ -3,8 +3,6 @@
 // the run's organization lock, then sent with its id as the event's `identifier`. Stripe
 // counts an identifier once, so a report sent twice (a crash after sending, two workers) is
 // billed once, and none is lost to a crash before sending.
-import { randomBytes } from 'node:crypto';
-import { hostname } from 'node:os';
 import Stripe from 'stripe';
 import {
   claimMeterReport,
@@ -19,7 +17,7 @@ import { periodUsage } from '../db/sql/usage.ts';
 import { currentPeriodStart } from '../domain/billing-period.ts';
 import type { Deps } from '../domain/deps.ts';
 import { effectiveLimits } from '../domain/plans.ts';
-import { newId } from '../lib/ids.ts';
+import { leaseOwnerId, newId } from '../lib/ids.ts';
 import { Loop } from '../lib/loop.ts';
 
 /** Reports sent per pass; the rest wait for the next one. */
@@ -67,7 +65,7 @@ export async function queueUsageReport(
 
 /** Sends queued reports to Stripe (worker role, when Stripe is configured). */
 export class UsageReporter {
-  readonly id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  readonly id = leaseOwnerId();
   readonly #deps: Deps;
   /** Looks at each NOTIFY svc_billing and every POLL_MS (a failed report's retry time, at most). */
   readonly #loop: Loop;

@@ -3,8 +3,6 @@
 // channel and records the attempt with its consequence (delivered, retry at a later time, or
 // failed) in one transaction. Nothing is kept in memory that a restart would lose: a job whose
 // dispatcher died is due again when its lease expires.
-import { randomBytes } from 'node:crypto';
-import { hostname } from 'node:os';
 import {
   claimDeliveries,
   type DeliveryRow,
@@ -18,6 +16,7 @@ import { findRun } from '../db/sql/runs.ts';
 import { currentTime } from '../db/sql/time.ts';
 import type { Deps } from '../domain/deps.ts';
 import { runView } from '../domain/runs.ts';
+import { leaseOwnerId } from '../lib/ids.ts';
 import { Loop } from '../lib/loop.ts';
 import type { ChannelType, DeliveryChannel, SendOutcome } from './channel.ts';
 import { nextRetryDelay } from './retry.ts';
@@ -31,7 +30,7 @@ const LEASE_MS = 120_000;
 const MAX_SLEEP_MS = 60_000;
 
 export class DeliveryDispatcher {
-  readonly id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  readonly id = leaseOwnerId();
   readonly #deps: Deps;
   readonly #channels: Record<ChannelType, DeliveryChannel>;
   readonly #active = new Set<string>();

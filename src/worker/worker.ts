@@ -3,8 +3,6 @@
 // whose lease is not renewed is recovered by any worker (handed to another, or failed after
 // SVC_RUN_MAX_ATTEMPTS starts), and every write is conditioned on still holding the lease.
 
-import { randomBytes } from 'node:crypto';
-import { hostname } from 'node:os';
 import { queueUsageReport } from '../billing/usage-meter.ts';
 import { isDatabaseUnavailable, type Queryable } from '../db/db.ts';
 import { notify } from '../db/sql/notify.ts';
@@ -23,7 +21,7 @@ import type { RunRow } from '../db/sql/runs.ts';
 import { currentTime, statementTime } from '../db/sql/time.ts';
 import { copyUsageToRun, recordModelCall, settleDeletedRun } from '../db/sql/usage.ts';
 import type { Deps } from '../domain/deps.ts';
-import { newId } from '../lib/ids.ts';
+import { leaseOwnerId, newId } from '../lib/ids.ts';
 import { Loop } from '../lib/loop.ts';
 import type { CallUsage, RunExecutor, RunResult } from '../runner/executor.ts';
 
@@ -55,7 +53,7 @@ interface ActiveRun {
 }
 
 export class RunWorker {
-  readonly id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  readonly id = leaseOwnerId();
   readonly #deps: Deps;
   readonly #executor: RunExecutor;
   readonly #active = new Map<string, ActiveRun>();
