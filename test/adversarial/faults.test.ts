@@ -323,19 +323,16 @@ describe('SIGTERM drains the process', () => {
     await backend?.dispose();
   });
 
-  let org: Org;
-  let queued: { id: string; prompt: string };
-
   test('a run in flight finishes, a queued run is not taken, and the process exits 0', async () => {
     const server = await start();
-    org = await createOrg(server.url);
+    const org = await createOrg(server.url);
     const slow = await createTask(server.url, org, { prompt: `slow ${randomUUID()}` });
     const waiting = await createTask(server.url, org);
     const slowRun = await runNow(server.url, org, slow.id);
     await waitFor('the run to reach the model', async () =>
       scripted.timesAsked(slow.prompt) ? true : undefined,
     );
-    queued = { id: await runNow(server.url, org, waiting.id), prompt: waiting.prompt };
+    const queued = { id: await runNow(server.url, org, waiting.id), prompt: waiting.prompt };
     const before = await call(server.url, 'GET', `/api/svc/runs/${queued.id}`, { key: org.apiKey });
     assert.equal(before.body.status, 'pending', 'the second run waits for the worker');
 
@@ -350,14 +347,17 @@ describe('SIGTERM drains the process', () => {
       'no claim after SIGTERM: the queued run is still waiting',
     );
     assert.equal(scripted.timesAsked(queued.prompt), 0);
+
+    // The run queued before the stop is taken by the next process.
+    const next = await start();
+    const run = await settledRun(next.url, org, queued.id);
+    assert.equal(run.status, 'completed');
+    assert.equal(await terminate(next, drainDeadlineMs), 0);
   });
 
   test('a run still going at the end of the grace period goes back to the queue and is completed after a restart', async () => {
     const server = await start();
-    // The run queued before the previous stop is taken by the new process.
-    const run = await settledRun(server.url, org, queued.id);
-    assert.equal(run.status, 'completed');
-
+    const org = await createOrg(server.url);
     const stuck = await createTask(server.url, org, { prompt: `hold drain ${randomUUID()}` });
     const stuckRun = await runNow(server.url, org, stuck.id);
     await waitFor('the run to reach the model', async () =>
