@@ -228,7 +228,12 @@ const SCHEDULE_FIELDS = [
   'timezone',
 ] as const;
 
-export async function updateTaskOf(
+/**
+ * Applies a PATCH to one of the organization's tasks under its row lock: the limits and caps a
+ * change can pass, a new schedule's `nextRunAt`, and a wake-up of the scheduler when the task
+ * becomes due sooner. 404 for another organization's task.
+ */
+export async function updateOrganizationTask(
   deps: Deps,
   organizationId: string,
   id: string,
@@ -300,7 +305,8 @@ export async function updateTaskOf(
   return getTask(deps, organizationId, id);
 }
 
-export async function deleteTaskOf(
+/** Deletes one of the organization's tasks with its runs (its usage stays on the ledger). */
+export async function deleteOrganizationTask(
   deps: Pick<Deps, 'db'>,
   organizationId: string,
   id: string,

@@ -3,11 +3,11 @@ import type { Deps } from '../../domain/deps.ts';
 import { expandTasks } from '../../domain/task-expansion.ts';
 import {
   createTask,
-  deleteTaskOf,
+  deleteOrganizationTask,
   getTask,
   listOrganizationTasks,
   runTaskNow,
-  updateTaskOf,
+  updateOrganizationTask,
 } from '../../domain/tasks.ts';
 import { errorResponses } from '../../schemas/common.ts';
 import { Run } from '../../schemas/run.ts';
@@ -93,7 +93,7 @@ export function taskRoutes(app: App, deps: Deps): void {
       },
     },
     async (request) =>
-      updateTaskOf(deps, principalOf(request).organizationId, request.params.taskId, request.body),
+      updateOrganizationTask(deps, principalOf(request).organizationId, request.params.taskId, request.body),
   );
 
   app.delete(
@@ -107,7 +107,7 @@ export function taskRoutes(app: App, deps: Deps): void {
       },
     },
     async (request, reply) => {
-      await deleteTaskOf(deps, principalOf(request).organizationId, request.params.taskId);
+      await deleteOrganizationTask(deps, principalOf(request).organizationId, request.params.taskId);
       return reply.code(204).send(null);
     },
   );

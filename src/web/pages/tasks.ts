@@ -7,11 +7,11 @@ import { listSkills } from '../../domain/skills.ts';
 import { listSources } from '../../domain/sources.ts';
 import {
   createTask,
-  deleteTaskOf,
+  deleteOrganizationTask,
   getTask,
   listOrganizationTasks,
   runTaskNow,
-  updateTaskOf,
+  updateOrganizationTask,
 } from '../../domain/tasks.ts';
 import type { Viewer } from '../../domain/users.ts';
 import { AppError } from '../../lib/errors.ts';
@@ -502,7 +502,7 @@ export function taskPages(scope: WebScope, deps: Deps): void {
     const invalidBody = schemaProblems(TaskUpdateBody, patch);
     if (invalidBody) return again(withDetails(invalidBody, scheduleProblems(values)));
     try {
-      await updateTaskOf(deps, viewer.organizationId, task.id, patch as TaskUpdateBody);
+      await updateOrganizationTask(deps, viewer.organizationId, task.id, patch as TaskUpdateBody);
       return reply.redirect(`${section}/${task.id}?done=saved`, 303);
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
@@ -537,7 +537,12 @@ export function taskPages(scope: WebScope, deps: Deps): void {
     try {
       const invalidBody = schemaProblems(TaskUpdateBody, patch);
       if (invalidBody) throw invalidBody;
-      const saved = await updateTaskOf(deps, viewer.organizationId, task.id, patch as TaskUpdateBody);
+      const saved = await updateOrganizationTask(
+        deps,
+        viewer.organizationId,
+        task.id,
+        patch as TaskUpdateBody,
+      );
       return reply.redirect(`${section}/${task.id}?done=${saved.status}`, 303);
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
@@ -554,7 +559,7 @@ export function taskPages(scope: WebScope, deps: Deps): void {
     section,
     noun: 'task',
     load: taskOf,
-    remove: (viewer, id) => deleteTaskOf(deps, viewer.organizationId, id),
+    remove: (viewer, id) => deleteOrganizationTask(deps, viewer.organizationId, id),
     consequence: (task) =>
       html`The task <strong>${task.name}</strong>, its destinations and all its runs will be deleted. Usage it produced stays counted.`,
     missing,
