@@ -98,6 +98,15 @@ describe('delivery content', () => {
     assert.ok(html.includes('[x](javascript:alert(1))'));
   });
 
+  test('an image in the output is a link in the e-mail, so opening the e-mail loads nothing', () => {
+    const output =
+      'Summary ![chart](https://tracker.example/p.png?d=secret) and [![logo](https://x.example/l.png)](https://x.example)';
+    const html = htmlOf(message({ run: { status: 'completed', output } }));
+    assert.ok(!/<img/i.test(html), html);
+    assert.match(html, /<a href="https:\/\/tracker\.example\/p\.png\?d=secret"[^>]*>Image: chart<\/a>/);
+    assert.match(html, /<a href="https:\/\/x\.example"[^>]*>Image: logo<\/a>/);
+  });
+
   test('the HTML of a failed run shows the error escaped', () => {
     const html = htmlOf(message({ run: failedRun('<b>bad</b> gateway') }));
     assert.ok(html.includes('The run failed: &lt;b&gt;bad&lt;/b&gt; gateway'));

@@ -1,16 +1,14 @@
 // The words of a delivery, shared by the channels: a subject, a plain-text body, an HTML body
 // (the Markdown output rendered) and a short SMS text. Everything here is pure, so the
 // channels only decide how to send, never what to say.
-import MarkdownIt from 'markdown-it';
+import { markdownToHtml } from '../lib/markdown.ts';
 import type { DeliveryMessage } from './channel.ts';
 
 /** Long task names are cut in a subject so that mail clients still show the status. */
 const MAX_NAME_CHARS = 150;
 
-// html: false escapes raw HTML in the model's output, so `<script>` or `<img onerror>` arrive
-// as text; markdown-it's default validateLink (kept on purpose) already refuses javascript:,
-// vbscript:, file: and most data: links, which then stay literal text.
-const markdown = new MarkdownIt({ html: false, linkify: true });
+// The output is rendered by lib/markdown.ts, as on the dashboard: raw HTML escaped, script
+// links refused, and images shown as links, so that opening the e-mail loads nothing.
 
 const failed = (message: DeliveryMessage) => message.run.status === 'failed';
 
@@ -80,7 +78,7 @@ export function htmlOf(message: DeliveryMessage): string {
   const body =
     failed(message) || !message.run.output?.trim()
       ? `<p style="margin:0 0 16px;white-space:pre-wrap">${escapeHtml(resultText(message))}</p>`
-      : markdown.render(message.run.output);
+      : markdownToHtml(message.run.output);
   const link = message.runUrl
     ? `<p style="margin:24px 0 0"><a href="${escapeHtml(message.runUrl)}" style="color:#2563eb">View the run</a></p>`
     : '';
