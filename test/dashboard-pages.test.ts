@@ -338,6 +338,21 @@ describe('dashboard pages', () => {
     assert.match(list.body, /<span class="badge completed">completed<\/span>/);
   });
 
+  test("the billing page says when the plan's run limit was reached this period", async () => {
+    const before = await get(alice, '/dashboard/billing');
+    assert.equal(before.statusCode, 200);
+    assert.ok(!before.body.includes('runs was reached'));
+    await svc.testDb.db.query('UPDATE organizations SET run_limit_reached_at = $2 WHERE id = $1', [
+      alice.organizationId,
+      new Date(NOW),
+    ]);
+    const after = await get(alice, '/dashboard/billing');
+    assert.match(
+      after.body,
+      /The plan's limit of 200 runs was reached on 2027-03-08: until the next period, scheduled slots are skipped/,
+    );
+  });
+
   test('a skill is created, edited and deleted after a confirmation', async () => {
     const created = await post(alice, '/dashboard/skills', {
       name: 'Tone',

@@ -60,6 +60,11 @@ async function billingPage(deps: Deps, viewer: Viewer, flash?: { kind: 'ok' | 'e
 ${card('Active tasks', `${s.tasksCount} / ${s.tasksLimit}`)}${card('Members', `${s.usersCount ?? 0} / ${s.usersLimit}`)}
 ${card('Usage beyond credits', dollars(s.usageCostCents ?? 0))}${card('Credits included', dollars(s.usageCreditsCents ?? 0))}</div>
 <p class="muted">The current period started ${s.billingPeriodStart?.slice(0, 10)}.</p>
+${
+  s.runsLimitReachedAt
+    ? html`<p class="flash error" role="status">The plan's limit of ${s.runsLimit ?? ''} runs was reached on ${s.runsLimitReachedAt.slice(0, 10)}: until the next period, scheduled slots are skipped (no run, no delivery) and Run now is refused. Upgrade the plan to run again this period.</p>`
+    : ''
+}
 <div class="row">
 ${s.plan === 'free' || !s.paymentSubscriptionId ? html`<form method="post" action="/dashboard/billing/checkout">${csrfField(viewer.csrfToken)}<button type="submit">Upgrade to paid</button></form>` : ''}
 ${s.paymentCustomerId ? html`<form method="post" action="/dashboard/billing/portal">${csrfField(viewer.csrfToken)}<button class="secondary" type="submit">Manage subscription</button></form>` : ''}
