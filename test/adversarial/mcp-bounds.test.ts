@@ -11,10 +11,9 @@ import type { AddressInfo } from 'node:net';
 import { dirname } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { WebSocketServer } from 'ws';
-import { WsServerTransport } from '../helpers/mcp-servers.ts';
+import { answerStatelessMcp, WsServerTransport } from '../helpers/mcp-servers.ts';
 import type { ModelReply, ModelRequest, ModelServer } from '../helpers/model-server.ts';
 import {
   create,
@@ -73,16 +72,7 @@ async function startServer(tools: Tool[], options: ServerOptions) {
       if (calls) calls.inFlight--;
       return { content: [{ type: 'text', text: options.callText ?? 'ok' }] };
     });
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: undefined,
-      enableJsonResponse: options.json,
-    });
-    res.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    await transport.handleRequest(req, res, JSON.parse(body));
+    await answerStatelessMcp(server, req, res, body, { json: Boolean(options.json) });
   });
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
   return {

@@ -12,8 +12,8 @@ import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { z } from 'zod';
+import { answerStatelessMcp } from '../helpers/mcp-servers.ts';
 import type { ModelReply, ModelRequest, ModelServer } from '../helpers/model-server.ts';
 import {
   create,
@@ -61,16 +61,7 @@ async function startMcpServer(
       return void res.writeHead(special.status, { 'content-type': 'text/plain' }).end(special.body);
     const server = new McpServer({ name: 'test', version: '1.0.0' });
     tools(server, req);
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: undefined,
-      enableJsonResponse: true,
-    });
-    res.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    await transport.handleRequest(req, res, JSON.parse(body));
+    await answerStatelessMcp(server, req, res, body, { json: true });
   });
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
   return {

@@ -2,18 +2,42 @@
 // and Streamable HTTP, a server of our own (built with the official SDK) over WebSocket, and a
 // stdio server that reports its process ids.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { createConnection, createServer as createNetServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { type JSONRPCMessage, JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import { WebSocketServer, type WebSocket as WsSocket } from 'ws';
 import { z } from 'zod';
 
 const require = createRequire(import.meta.url);
+
+/**
+ * Answers one HTTP request with a fresh, stateless MCP server (the official SDK's Streamable
+ * HTTP transport): `server` is made for this request and closed with it.
+ */
+export async function answerStatelessMcp(
+  server: { connect(transport: Transport): Promise<void>; close(): Promise<void> },
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: string,
+  options: { json: boolean },
+): Promise<void> {
+  const transport = new StreamableHTTPServerTransport({
+    sessionIdGenerator: undefined,
+    enableJsonResponse: options.json,
+  });
+  res.on('close', () => {
+    void transport.close();
+    void server.close();
+  });
+  await server.connect(transport);
+  await transport.handleRequest(req, res, JSON.parse(body));
+}
 
 /** dist/index.js of @modelcontextprotocol/server-everything (its argument: stdio, sse or streamableHttp). */
 export const everythingServerPath = join(
