@@ -1,5 +1,5 @@
 import type { Config } from './config.ts';
-import { type DemoOrganization, startService } from './service.ts';
+import { type DemoOrganization, type Service, startService } from './service.ts';
 
 /** Beyond the grace period, time to give unfinished runs back and close the database. */
 const SHUTDOWN_MARGIN_MS = 10_000;
@@ -22,30 +22,41 @@ function demoBanner(demo: DemoOrganization, baseUrl: string): string {
  * (bounded by a grace period), closes the database and exits 0.
  */
 export async function runServer(config: Config): Promise<void> {
-  const service = await startService(config);
+  // The handlers are in place before the start: a signal that arrives while the service starts
+  // (it listens before it has finished: the demo organization comes after) is acted on once it
+  // has started, never by the default action, which would kill it without a shutdown.
+  let service: Service | undefined;
+  let signalled: string | undefined;
+  let exiting = false;
+  const onSignal = (signal: string) => {
+    if (service) shutdown(service, signal);
+    else signalled ??= signal;
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
+
+  service = await startService(config);
   // Printed, not logged: the key must reach the operator once and never a log store.
   if (service.demo) process.stdout.write(`${demoBanner(service.demo, service.url ?? config.publicUrl)}\n`);
+  if (signalled) shutdown(service, signalled);
 
-  let exiting = false;
-  const shutdown = (signal: string) => {
+  function shutdown(running: Service, signal: string) {
     if (exiting) return;
     exiting = true;
-    service.deps.log.info({ signal }, 'shutting down');
+    running.deps.log.info({ signal }, 'shutting down');
     const force = setTimeout(() => {
-      service.deps.log.error('shutdown grace period over; exiting');
+      running.deps.log.error('shutdown grace period over; exiting');
       process.exit(1);
     }, config.shutdownGraceMs + SHUTDOWN_MARGIN_MS).unref();
-    service.stop().then(
+    running.stop().then(
       () => {
         clearTimeout(force);
         process.exit(0);
       },
       (err: Error) => {
-        service.deps.log.error({ err }, 'shutdown failed');
+        running.deps.log.error({ err }, 'shutdown failed');
         process.exit(1);
       },
     );
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  }
 }

@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { createPostgresDatabase, TEST_DATABASE_URL } from './helpers/db.ts';
-import { type ServerProcess, startServerProcess } from './helpers/process.ts';
+import { childBaseEnv, type ServerProcess, startServerProcess } from './helpers/process.ts';
 import { ADMIN_TOKEN } from './helpers/service.ts';
 
 const CLI = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
@@ -17,7 +17,7 @@ const run = promisify(execFile);
 async function svc(env: Record<string, string>, ...args: string[]) {
   try {
     const { stdout, stderr } = await run(process.execPath, [CLI, ...args], {
-      env: { PATH: process.env.PATH ?? '', ...env },
+      env: { ...childBaseEnv(), ...env },
     });
     return { code: 0, stdout, stderr };
   } catch (err) {
@@ -133,7 +133,7 @@ describe('the svc command line', () => {
         '--role',
         'member',
       ],
-      { env: { PATH: process.env.PATH ?? '', ...cliEnv } },
+      { env: { ...childBaseEnv(), ...cliEnv } },
     );
     fromStdin.child.stdin?.end('cli-password-2\n');
     const helper = JSON.parse((await fromStdin).stdout);

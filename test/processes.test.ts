@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import { createPostgresDatabase, TEST_DATABASE_URL } from './helpers/db.ts';
 import { runFailingStart, startServerProcess } from './helpers/process.ts';
 import { ADMIN_TOKEN } from './helpers/service.ts';
@@ -15,27 +15,28 @@ import { waitFor } from './helpers/wait.ts';
  * disk for PGlite, a fresh database for PostgreSQL.
  */
 describe('the service as a process', () => {
-  let env: Record<string, string>;
-  let cleanup: () => Promise<void>;
+  const cleanups: (() => Promise<void>)[] = [];
+  after(() => Promise.all(cleanups.map((c) => c())));
 
-  before(async () => {
-    const secret = randomBytes(32).toString('base64');
+  /** An empty database of its own for one test, dropped after the suite. */
+  async function freshEnv(): Promise<Record<string, string>> {
     if (TEST_DATABASE_URL) {
       const db = await createPostgresDatabase();
-      env = { DATABASE_URL: db.url, SVC_SECRET_KEY: secret };
-      cleanup = db.drop;
-    } else {
-      const dir = mkdtempSync(join(tmpdir(), 'svc-proc-'));
-      env = { SVC_DATA_DIR: join(dir, 'data') };
-      cleanup = async () => rmSync(dir, { recursive: true, force: true });
+      cleanups.push(db.drop);
+      return {
+        DATABASE_URL: db.url,
+        SVC_SECRET_KEY: randomBytes(32).toString('base64'),
+        SVC_ADMIN_TOKEN: ADMIN_TOKEN,
+      };
     }
-    env.SVC_ADMIN_TOKEN = ADMIN_TOKEN;
-  });
-  after(() => cleanup());
+    const dir = mkdtempSync(join(tmpdir(), 'svc-proc-'));
+    cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+    return { SVC_DATA_DIR: join(dir, 'data'), SVC_ADMIN_TOKEN: ADMIN_TOKEN };
+  }
 
-  let demo: { organizationId: string; apiKey: string };
-
-  test('the first start on an empty database prints a demo organization and a key that works', async () => {
+  test('the first start on an empty database prints a demo organization and a key that works, and a restart keeps the data and creates no second one', async () => {
+    const env = await freshEnv();
+    let demo: { organizationId: string; apiKey: string };
     const server = await startServerProcess(env);
     try {
       const out = await server.waitForStdout(/API key: +sats_\w+\n/);
@@ -58,28 +59,27 @@ describe('the service as a process', () => {
       server.child.kill('SIGTERM');
       assert.equal(await server.exited, 0);
     }
-  });
 
-  test('a restart keeps the data and creates no second demo organization', async () => {
-    const server = await startServerProcess(env);
+    const restarted = await startServerProcess(env);
     try {
-      assert.ok(!server.stdout().includes('Created a demo organization'));
-      const res = await fetch(`${server.url}/api/svc/billing/status?organizationId=${demo.organizationId}`, {
-        headers: { authorization: `Bearer ${demo.apiKey}` },
-      });
+      assert.ok(!restarted.stdout().includes('Created a demo organization'));
+      const res = await fetch(
+        `${restarted.url}/api/svc/billing/status?organizationId=${demo.organizationId}`,
+        { headers: { authorization: `Bearer ${demo.apiKey}` } },
+      );
       assert.equal(res.status, 200);
-      const orgs = await fetch(`${server.url}/api/admin/organizations`, {
+      const orgs = await fetch(`${restarted.url}/api/admin/organizations`, {
         headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
       });
       assert.equal(((await orgs.json()) as unknown[]).length, 1);
     } finally {
-      server.child.kill('SIGTERM');
-      assert.equal(await server.exited, 0);
+      restarted.child.kill('SIGTERM');
+      assert.equal(await restarted.exited, 0);
     }
   });
 
   test('SIGTERM lets an in-flight request finish, then exits 0', async () => {
-    const server = await startServerProcess(env);
+    const server = await startServerProcess(await freshEnv());
     const body = JSON.stringify({ name: 'Drained Ltd' });
     const half = Math.floor(body.length / 2);
     const { port } = new URL(server.url);
@@ -118,6 +118,12 @@ describe('the service as a process', () => {
   });
 
   test('a wrong SVC_SECRET_KEY fails startup with one clear line', async () => {
+    // The database records its key's check value at its first start. The SIGTERM comes as soon
+    // as the service listens, before its start has finished: it still shuts down cleanly (exit 0).
+    const env = await freshEnv();
+    const first = await startServerProcess(env);
+    first.child.kill('SIGTERM');
+    assert.equal(await first.exited, 0);
     const { code, stderr } = await runFailingStart({
       ...env,
       SVC_SECRET_KEY: randomBytes(32).toString('base64'),
@@ -129,7 +135,7 @@ describe('the service as a process', () => {
   });
 
   test('a bad configuration value fails startup with one line naming the variable', async () => {
-    const { code, stderr } = await runFailingStart({ ...env, PORT: 'eighty' });
+    const { code, stderr } = await runFailingStart({ ...(await freshEnv()), PORT: 'eighty' });
     assert.equal(code, 1);
     assert.equal(stderr.trim().split('\n').length, 1, stderr);
     assert.match(stderr, /PORT must be a whole number/);
@@ -140,6 +146,7 @@ describe('the service as a process', () => {
       // Stay inside one one-minute window: start at the top of a minute if less than 20 s remain.
       const intoMinute = (Date.now() / 1000) % 60;
       if (intoMinute > 40) await new Promise((r) => setTimeout(r, (60 - intoMinute) * 1000 + 100));
+      const env = await freshEnv();
       const a = await startServerProcess(env);
       const b = await startServerProcess(env);
       try {
@@ -193,6 +200,7 @@ describe('the service as a process', () => {
     });
   } else {
     test('a second process cannot open the embedded data directory in use', async () => {
+      const env = await freshEnv();
       const a = await startServerProcess(env);
       try {
         const { code, stderr } = await runFailingStart(env);

@@ -12,7 +12,6 @@ import {
 } from '../db/sql/billing.ts';
 import { notify } from '../db/sql/notify.ts';
 import { findOrganization } from '../db/sql/organizations.ts';
-import { currentTime } from '../db/sql/time.ts';
 import { periodUsage } from '../db/sql/usage.ts';
 import { currentPeriodStart } from '../domain/billing-period.ts';
 import type { Deps } from '../domain/deps.ts';
@@ -44,7 +43,7 @@ export async function queueUsageReport(
   return db.transaction(async (tx) => {
     const org = await findOrganization(tx, organizationId);
     if (org?.plan !== 'paid' || !org.payment_customer_id) return 0;
-    const now = await currentTime(tx, clock);
+    const now = await clock.agreedNow(tx);
     const periodStart = currentPeriodStart(org.billing_period_start, now);
     const usage = await periodUsage(tx, organizationId, periodStart);
     const { usageCreditsCents } = effectiveLimits(org.plan, org.limit_overrides);
@@ -104,11 +103,11 @@ export class UsageReporter {
   async sendDue(): Promise<number> {
     const { db, clock, stripe, config, log } = this.#deps;
     if (!stripe) return 0;
-    const recovered = await recoverExpiredMeterReports(db, await currentTime(db, clock));
+    const recovered = await recoverExpiredMeterReports(db, await clock.agreedNow(db));
     if (recovered) log.warn({ recovered }, 'usage reports of a stopped reporter are due again');
     let sent = 0;
     for (let i = 0; i < BATCH; i++) {
-      const now = await currentTime(db, clock);
+      const now = await clock.agreedNow(db);
       const report = await claimMeterReport(db, { owner: this.id, now, leaseMs: LEASE_MS });
       if (!report) break;
       // Claimable reports have a customer; one removed meanwhile waits for its lease to expire.

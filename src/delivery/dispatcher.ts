@@ -13,7 +13,6 @@ import {
   taskNameOfRun,
 } from '../db/sql/deliveries.ts';
 import { findRun } from '../db/sql/runs.ts';
-import { currentTime } from '../db/sql/time.ts';
 import type { Deps } from '../domain/deps.ts';
 import { runView } from '../domain/runs.ts';
 import { leaseOwnerId } from '../lib/ids.ts';
@@ -68,7 +67,7 @@ export class DeliveryDispatcher {
   /** Recovers expired leases, claims what fits, and sleeps until the nearest due time. */
   async #pass(): Promise<number> {
     const { db, clock, config, log } = this.#deps;
-    const now = await currentTime(db, clock);
+    const now = await clock.agreedNow(db);
     const recovered = await recoverExpiredDeliveries(db, now);
     if (recovered) log.warn({ recovered }, 'deliveries of a stopped dispatcher are due again');
     const free = config.delivery.concurrency - this.#active.size;
@@ -79,7 +78,7 @@ export class DeliveryDispatcher {
       for (const job of claimed) this.#begin(job);
     }
     const next = await nearestDeliveryAt(db);
-    return next ? next.getTime() - (await currentTime(db, clock)).getTime() : MAX_SLEEP_MS;
+    return next ? next.getTime() - (await clock.agreedNow(db)).getTime() : MAX_SLEEP_MS;
   }
 
   #begin(job: DeliveryRow): void {
@@ -102,7 +101,7 @@ export class DeliveryDispatcher {
     ]);
     // Deleting a run or its task deletes its deliveries too; nothing is left to send.
     if (!run || !task) return;
-    const startedAt = await currentTime(db, clock);
+    const startedAt = await clock.agreedNow(db);
     const started = performance.now();
     const outcome: SendOutcome = await this.#channels[job.channel].send(
       job.target,
@@ -117,7 +116,7 @@ export class DeliveryDispatcher {
       signal,
     );
     const durationMs = Math.round(performance.now() - started);
-    const now = await currentTime(db, clock);
+    const now = await clock.agreedNow(db);
     if (signal.aborted) {
       await releaseDelivery(db, job.id, this.id, now);
       return;

@@ -7,7 +7,6 @@ import {
   type RunRow,
   taskExistsInOrganization,
 } from '../db/sql/runs.ts';
-import { currentTime } from '../db/sql/time.ts';
 import { errors } from '../lib/errors.ts';
 import type { Delivery, Run, RunWithDeliveries } from '../schemas/run.ts';
 import type { Deps } from './deps.ts';
@@ -92,7 +91,7 @@ export async function redeliverRun(
   runId: string,
 ): Promise<RunWithDeliveries> {
   const count = await deps.db.transaction(async (tx) => {
-    const now = await currentTime(tx, deps.clock);
+    const now = await deps.clock.agreedNow(tx);
     const n = await retryFailedDeliveries(tx, organizationId, runId, now);
     if (n) await notify(tx, 'svc_deliveries');
     return n;

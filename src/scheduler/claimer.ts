@@ -13,7 +13,6 @@ import {
   type SlotRunOutcome,
 } from '../db/sql/scheduler.ts';
 import type { TaskRow } from '../db/sql/tasks.ts';
-import { currentTime } from '../db/sql/time.ts';
 import type { Deps } from '../domain/deps.ts';
 import { lockRunAllowances, type RunAllowance, recordRunLimitReached } from '../domain/run-limit.ts';
 import { newId } from '../lib/ids.ts';
@@ -72,7 +71,7 @@ export class DueTaskClaimer {
     await this.tick();
     const { db, clock } = this.#deps;
     const next = await nearestDueAt(db);
-    const now = await currentTime(db, clock);
+    const now = await clock.agreedNow(db);
     return next ? next.getTime() - now.getTime() : MAX_SLEEP_MS;
   }
 
@@ -94,7 +93,7 @@ export class DueTaskClaimer {
     const { db, clock } = this.#deps;
     for (;;) {
       const batch = await db.transaction(async (tx) => {
-        const now = await currentTime(tx, clock);
+        const now = await clock.agreedNow(tx);
         const tasks = await lockDueTasks(tx, now, BATCH_SIZE);
         const created = await this.#claimBatch(tx, tasks, now, total);
         if (created) await notify(tx, 'svc_runs');

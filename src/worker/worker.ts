@@ -18,7 +18,6 @@ import {
   takeClaimLock,
 } from '../db/sql/run-queue.ts';
 import type { RunRow } from '../db/sql/runs.ts';
-import { currentTime, statementTime } from '../db/sql/time.ts';
 import { copyUsageToRun, recordModelCall, settleDeletedRun } from '../db/sql/usage.ts';
 import type { Deps } from '../domain/deps.ts';
 import { leaseOwnerId, newId } from '../lib/ids.ts';
@@ -57,7 +56,11 @@ export class RunWorker {
   readonly #deps: Deps;
   readonly #executor: RunExecutor;
   readonly #active = new Map<string, ActiveRun>();
-  #heartbeat: NodeJS.Timeout | undefined;
+  /**
+   * Renews the leases of the runs held here, three times per lease period, so one late renewal
+   * loses nothing. A Loop like the claims, stopped only after every run here has ended.
+   */
+  readonly #heartbeat: Loop;
   /**
    * Claims at each NOTIFY svc_runs and when a run here ends; the lease-period poll finds the
    * runs of workers that died (expired leases).
@@ -82,6 +85,17 @@ export class RunWorker {
       channel: { name: 'svc_runs', listen: (c, f) => deps.db.listen(c, f) },
       log: deps.log,
     });
+    this.#heartbeat = new Loop({
+      name: 'run lease heartbeat',
+      pass: async () => {
+        await this.#renew();
+        return undefined;
+      },
+      pollMs: this.#heartbeatMs,
+      retryMs: this.#heartbeatMs,
+      passAtStart: false,
+      log: deps.log,
+    });
   }
 
   /** Leases are renewed three times per lease period, so one late heartbeat loses nothing. */
@@ -90,8 +104,7 @@ export class RunWorker {
   }
 
   async start(): Promise<void> {
-    this.#heartbeat = setInterval(() => void this.#renew(), this.#heartbeatMs);
-    this.#heartbeat.unref();
+    await this.#heartbeat.start();
     await this.#loop.start();
   }
 
@@ -113,7 +126,7 @@ export class RunWorker {
     // The loop aborts what is still running after the grace period with 'shutdown'; leases
     // are renewed until every run here has ended.
     await this.#loop.stop(graceMs);
-    if (this.#heartbeat) clearInterval(this.#heartbeat);
+    await this.#heartbeat.stop();
   }
 
   async #claimFreeSlots(): Promise<void> {
@@ -320,7 +333,7 @@ export class RunWorker {
         status,
         output: result.ok ? result.output : null,
         error: result.ok ? null : result.message,
-        completedAt: statementTime(clock),
+        completedAt: clock.statementNow(),
       }),
     );
     if (!finished) {
@@ -441,7 +454,7 @@ export class RunWorker {
     const { db, clock, config, log } = this.#deps;
     const ids = [...this.#active.keys()];
     try {
-      const now = await currentTime(db, clock);
+      const now = await clock.agreedNow(db);
       const held = await renewLeases(db, this.id, ids, now, config.worker.leaseMs);
       for (const id of ids) {
         if (!held.has(id)) this.#active.get(id)?.controller.abort('lease_lost' satisfies AbortReason);

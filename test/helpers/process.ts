@@ -3,6 +3,15 @@ import { fileURLToPath } from 'node:url';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 
+/**
+ * What a child process gets of the test runner's environment: PATH, and Node's compile cache
+ * when the runner has one (scripts/test.ts), which only spares the child compiling again.
+ */
+export function childBaseEnv(): Record<string, string> {
+  const { PATH = '', NODE_COMPILE_CACHE } = process.env;
+  return { PATH, ...(NODE_COMPILE_CACHE && { NODE_COMPILE_CACHE }) };
+}
+
 export interface ServerProcess {
   child: ChildProcess;
   url: string;
@@ -23,7 +32,7 @@ export async function startServerProcess(
   timeoutMs = 30_000,
 ): Promise<ServerProcess> {
   const child = spawn(process.execPath, [MAIN], {
-    env: { PATH: process.env.PATH ?? '', PORT: '0', ...env },
+    env: { ...childBaseEnv(), PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -70,7 +79,7 @@ export async function runFailingStart(
   env: Record<string, string>,
 ): Promise<{ code: number | null; stderr: string }> {
   const child = spawn(process.execPath, [MAIN], {
-    env: { PATH: process.env.PATH ?? '', PORT: '0', ...env },
+    env: { ...childBaseEnv(), PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let err = '';

@@ -1,5 +1,5 @@
 import type { Queryable } from '../db.ts';
-import { claimLeased, type LeasedTable, recoverExpiredLeased, settleLeased } from './leased-jobs.ts';
+import { type ClaimableTable, claimLeased, recoverExpiredLeased, settleLeased } from './leased-jobs.ts';
 import type { OrganizationRow } from './organizations.ts';
 import type { Plan } from './plan-types.ts';
 
@@ -118,7 +118,7 @@ export async function queueMeterReport(
  * The meter report outbox as a leased-job table: a report is claimable while unsent, due and
  * unleased, and only for an organization with a Stripe customer (it has nowhere to go before).
  */
-const METER_REPORTS: LeasedTable = {
+const METER_REPORTS: ClaimableTable = {
   table: 'meter_reports',
   claimable: `sent_at IS NULL AND lease_owner IS NULL AND next_attempt_at <= $now
     AND EXISTS (SELECT 1 FROM organizations o

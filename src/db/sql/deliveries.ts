@@ -1,7 +1,7 @@
 import type { Queryable } from '../db.ts';
 import {
+  type ClaimableTable,
   claimLeased,
-  type LeasedTable,
   recoverExpiredLeased,
   releaseLeased,
   settleLeased,
@@ -44,7 +44,7 @@ export interface AttemptRow {
  * The deliveries table as a leased-job table: `pending` jobs are claimed when due and become
  * `sending`; one given back (released or recovered) is `pending` again, due at once.
  */
-const DELIVERIES: LeasedTable = {
+const DELIVERIES: ClaimableTable = {
   table: 'deliveries',
   claimable: `status = 'pending' AND next_attempt_at <= $now`,
   order: 'next_attempt_at, id',

@@ -8,24 +8,29 @@ import type { Queryable } from '../db.ts';
  * so a holder presumed dead can never overwrite the outcome of the one that took over.
  *
  * A table describes itself as data: the SQL fragments below are constants written in code, never
- * input. Runs keep their own claim query (the per-organization fair claim, run-queue.ts) and use
- * the rest of the contract.
+ * input. A LeasedTable is what renewing, recovering, releasing and settling need; a
+ * ClaimableTable adds what the generic claim needs. Runs are a LeasedTable only: they keep their
+ * own claim query (the per-organization fair claim, run-queue.ts) and use the rest of the contract.
  */
 export interface LeasedTable {
   /** The table; its key is `id` (uuid) and it has lease_owner and lease_expires_at columns. */
   table: string;
-  /** A job that waits to be claimed, `$now` standing for the claim's time. */
-  claimable: string;
-  /** The order claims take jobs in. */
-  order: string;
   /** A job that is held (claimed and not settled). */
   held: string;
-  /** Further assignments when a job is claimed (`$now` as above), e.g. a status or attempt count. */
-  onClaim?: string;
   /** Assignments when a job is given back: released by its holder or recovered from a dead one. */
   onReturn: string;
   /** Further assignments when a holder releases a job untried (the attempt not counted). */
   onRelease?: string;
+}
+
+/** A leased-job table whose jobs are taken by the generic claim (claimLeased). */
+export interface ClaimableTable extends LeasedTable {
+  /** A job that waits to be claimed, `$now` standing for the claim's time. */
+  claimable: string;
+  /** The order claims take jobs in. */
+  order: string;
+  /** Further assignments when a job is claimed (`$now` as above), e.g. a status or attempt count. */
+  onClaim?: string;
 }
 
 /** `$now` in a table's fragments (no `g` flag: `test` keeps no state between calls). */
@@ -38,7 +43,7 @@ const leaseUntil = (now: string, ms: string) =>
 /** Claims up to `limit` claimable jobs for `owner`, in the table's order (FOR UPDATE SKIP LOCKED). */
 export function claimLeased<Row>(
   tx: Queryable,
-  t: LeasedTable,
+  t: ClaimableTable,
   o: { owner: string; now: Date; leaseMs: number; limit: number },
 ): Promise<Row[]> {
   return tx.query<Row>(

@@ -123,8 +123,6 @@ const BACK_TO_PENDING = `status = 'pending', lease_owner = NULL, lease_expires_a
  */
 const RUNS: LeasedTable = {
   table: 'runs',
-  claimable: `status = 'pending'`,
-  order: 'created_at, id',
   held: `status = 'running'`,
   onReturn: `status = 'pending', started_at = NULL`,
   // Released untried (shutdown): the attempt does not count.

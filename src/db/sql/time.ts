@@ -17,13 +17,3 @@ export const databaseClock: Clock = {
   // null: the statement reads the database's clock itself (one round trip fewer).
   statementNow: () => null,
 };
-
-/** "Now" for decisions that several processes must agree on (see Clock.agreedNow). */
-export function currentTime(db: Queryable, clock: Clock): Promise<Date> {
-  return clock.agreedNow(db);
-}
-
-/** The time to pass to a statement that records "now" itself (see Clock.statementNow). */
-export function statementTime(clock: Clock): Date | null {
-  return clock.statementNow();
-}
