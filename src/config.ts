@@ -99,6 +99,8 @@ export interface Config {
     retryScheduleMs: readonly number[];
     /** Deliveries one worker process sends at once. */
     concurrency: number;
+    /** How long one attempt waits for the receiver (each SMTP step). */
+    attemptTimeoutMs: number;
   };
   /** On SIGTERM, how long in-flight requests and runs may take before they are cut off. */
   shutdownGraceMs: number;
@@ -249,6 +251,7 @@ export function loadConfig(env: RawEnv, system: ConfigSystem = SYSTEM): Config {
     delivery: {
       retryScheduleMs: retrySchedule('SVC_DELIVERY_RETRY_SCHEDULE', e.SVC_DELIVERY_RETRY_SCHEDULE),
       concurrency: e.SVC_DELIVERY_CONCURRENCY,
+      attemptTimeoutMs: e.SVC_DELIVERY_TIMEOUT_SECONDS * 1000,
     },
     shutdownGraceMs: e.SVC_SHUTDOWN_GRACE_SECONDS * 1000,
     http: {

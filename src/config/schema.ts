@@ -258,6 +258,11 @@ export const EnvSchema = Type.Object({
     description:
       'Delays before the retries of a failed delivery, each with ±20% jitter; its length is the number of retries. The default follows Standard Webhooks: 8 attempts over about 27 hours.',
   }),
+  SVC_DELIVERY_TIMEOUT_SECONDS: int(1, 30, 15, {
+    group: 'delivery',
+    description:
+      'Seconds one delivery attempt waits for a webhook receiver or the SMS provider to answer, and for each step of an SMTP exchange (connect, greeting, each reply); then the attempt fails and is retried.',
+  }),
   SVC_DELIVERY_CONCURRENCY: int(1, 256, 8, {
     group: 'delivery',
     description: 'Deliveries one worker process sends at once.',

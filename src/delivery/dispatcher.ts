@@ -22,7 +22,8 @@ import { nextRetryDelay } from './retry.ts';
 
 /**
  * How long a claimed job is this dispatcher's. Longer than any one attempt can take (webhooks
- * and SMS give up after 15 s, SMTP after 15 s per phase), so a live dispatcher never loses one.
+ * and SMS give up after SVC_DELIVERY_TIMEOUT_SECONDS, at most 30 s, SMTP after that per step),
+ * so a live dispatcher never loses one.
  */
 const LEASE_MS = 120_000;
 /** The longest sleep between looks; wake-ups come from NOTIFY svc_deliveries and due times. */

@@ -22,9 +22,14 @@ export interface ChannelDeps {
 export function createChannels(deps: ChannelDeps): Record<ChannelType, DeliveryChannel> {
   const { config } = deps;
   return {
-    email: emailChannel(config.smtp),
-    sms: smsChannel(config.sms, deps.fetch ?? ((input, init) => globalThis.fetch(input, init))),
+    email: emailChannel(config.smtp, { timeoutMs: config.delivery.attemptTimeoutMs }),
+    sms: smsChannel(
+      config.sms,
+      deps.fetch ?? ((input, init) => globalThis.fetch(input, init)),
+      config.delivery.attemptTimeoutMs,
+    ),
     webhook: webhookChannel({
+      timeoutMs: config.delivery.attemptTimeoutMs,
       fetch: outboundFetch(config),
       secretOf: (organizationId) => deps.secretOf(organizationId),
     }),

@@ -7,7 +7,6 @@ import { type DeliveryChannel, MAX_RESPONSE_CHARS, type SendOutcome } from '../c
 import { smsTextOf } from '../content.ts';
 import { durationText, networkErrorText, readResponseText, retryAfterMs } from './webhook.ts';
 
-const TIMEOUT_MS = 15_000;
 /** E.164: a plus, a country code that does not start with 0, at most 15 digits in all. */
 const E164 = /^\+[1-9]\d{6,14}$/;
 
@@ -31,7 +30,8 @@ function providerMessage(text: string): string | undefined {
   }
 }
 
-export function smsChannel(config: Config['sms'], fetch: FetchLike): DeliveryChannel {
+/** `timeoutMs`: how long one attempt waits for the provider (SVC_DELIVERY_TIMEOUT_SECONDS). */
+export function smsChannel(config: Config['sms'], fetch: FetchLike, timeoutMs = 15_000): DeliveryChannel {
   return {
     async send(target, message, signal): Promise<SendOutcome> {
       const missing = (Object.keys(VARIABLES) as (keyof typeof VARIABLES)[])
@@ -59,7 +59,7 @@ export function smsChannel(config: Config['sms'], fetch: FetchLike): DeliveryCha
       // The token never appears in an error: only the provider's answer and network codes do.
       const scrub = (text: string) => text.split(authToken).join('***');
       const url = `${apiBase}/2010-04-01/Accounts/${encodeURIComponent(accountSid)}/Messages.json`;
-      const timeout = AbortSignal.timeout(TIMEOUT_MS);
+      const timeout = AbortSignal.timeout(timeoutMs);
       let response: Response;
       try {
         response = await fetch(url, {
@@ -77,7 +77,7 @@ export function smsChannel(config: Config['sms'], fetch: FetchLike): DeliveryCha
           return {
             ok: false,
             permanent: false,
-            error: `the SMS provider did not answer within ${durationText(TIMEOUT_MS)}`,
+            error: `the SMS provider did not answer within ${durationText(timeoutMs)}`,
           };
         }
         if (signal.aborted) return { ok: false, permanent: false, error: 'the delivery was interrupted' };
