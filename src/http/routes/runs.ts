@@ -82,8 +82,12 @@ export function runRoutes(app: App, deps: Deps): void {
         tags: ['runs'],
         summary: "Run the task again with the run's time context (optionally another model)",
         params: RunIdParams,
-        body: Type.Optional(ReplayBody),
+        body: ReplayBody,
         response: { 202: Run, ...errorResponses(400, 401, 403, 404, 409, 429) },
+      },
+      // The body is optional: a POST without one is validated as `{}`.
+      preValidation: async (request) => {
+        request.body ??= {};
       },
     },
     async (request, reply) => {
