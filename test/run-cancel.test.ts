@@ -62,7 +62,8 @@ function script(charged: ModelReply[]) {
     const answered = request.body.messages.some((m) => m.role === 'tool');
     const offered = request.body.tools?.map((t) => t.function.name) ?? [];
     let reply: ModelReply = {};
-    if (prompt.startsWith('stream') && !answered) reply = { toolCalls: [{ name: 'no_such_tool', arguments: {} }] };
+    if (prompt.startsWith('stream') && !answered)
+      reply = { toolCalls: [{ name: 'no_such_tool', arguments: {} }] };
     else if (prompt.startsWith('stream')) return { endless: 'more words ', trickleMs: 20 };
     else if (prompt.startsWith('tool') && !answered)
       reply = { toolCalls: [{ name: offered.find((n) => n.endsWith('__slow')) ?? 'slow', arguments: {} }] };
@@ -101,7 +102,11 @@ describe('canceling a running run', () => {
     const source = await create(svc, org, 'sources', {
       type: 'mcp',
       name: `Slow ${randomUUID()}`,
-      config: { transport: 'stdio', command: 'node', args: ['--input-type=module', '-e', SLOW_SERVER, '--', pidFile, String(startMs)] },
+      config: {
+        transport: 'stdio',
+        command: 'node',
+        args: ['--input-type=module', '-e', SLOW_SERVER, '--', pidFile, String(startMs)],
+      },
     });
     const task = await newTask(svc, org, {
       prompt: `${prompt} ${randomUUID()}`,
@@ -119,7 +124,12 @@ describe('canceling a running run', () => {
     svc.call({ method: 'POST', url: `/api/svc/runs/${runId}/cancel`, key });
 
   /** What every canceled run must show: the cancel's answer, the run, its ledger row, no delivery. */
-  async function assertCanceled(runId: string, answer: Awaited<ReturnType<typeof cancel>>, tokens: number, cents: number) {
+  async function assertCanceled(
+    runId: string,
+    answer: Awaited<ReturnType<typeof cancel>>,
+    tokens: number,
+    cents: number,
+  ) {
     assert.equal(answer.status, 202, answer.raw);
     assert.equal(answer.body.id, runId);
     assert.equal(answer.body.status, 'failed');
@@ -153,7 +163,9 @@ describe('canceling a running run', () => {
 
   const stopLogged = (runId: string) =>
     waitFor('the worker to stop the run', async () =>
-      svc.logs.some((l) => l.includes(runId) && l.includes('run stopped: it was canceled')) ? true : undefined,
+      svc.logs.some((l) => l.includes(runId) && l.includes('run stopped: it was canceled'))
+        ? true
+        : undefined,
     );
 
   test('a run canceled while the model streams its answer stops the stream and the stdio server, keeping the usage charged', async () => {
@@ -178,7 +190,9 @@ describe('canceling a running run', () => {
 
   test('a run canceled during a tool call stops the call and its stdio server, keeping the usage charged', async () => {
     const { runId, pid, pidFile } = await startRun('tool', 0);
-    await waitFor('the slow tool to be called', async () => (existsSync(`${pidFile}.called`) ? true : undefined));
+    await waitFor('the slow tool to be called', async () =>
+      existsSync(`${pidFile}.called`) ? true : undefined,
+    );
     const answer = await cancel(runId);
     await waitFor(`stdio server ${pid} to be gone`, async () => (isGone(pid) ? true : undefined));
     await stopLogged(runId);
@@ -204,7 +218,9 @@ describe('canceling a running run', () => {
     const res = await cancel(runId, other.apiKey);
     assert.equal(res.status, 404, res.raw);
     assert.equal(res.body.error.code, 'not_found');
-    const [row] = await svc.testDb.db.query<{ status: string }>('SELECT status FROM runs WHERE id = $1', [runId]);
+    const [row] = await svc.testDb.db.query<{ status: string }>('SELECT status FROM runs WHERE id = $1', [
+      runId,
+    ]);
     assert.equal(row?.status, 'running');
     assert.equal(isGone(pid), false);
     await cancel(runId);
@@ -238,9 +254,14 @@ describe('canceling a run whose notification is lost', () => {
     assert.equal(row?.status, 'failed');
     await waitFor('the stream to be stopped', async () => (model.endless.stopped === 1 ? true : undefined));
     await waitFor('the worker to stop the run as canceled', async () =>
-      svc.logs.some((l) => l.includes(runId) && l.includes('run stopped: it was canceled')) ? true : undefined,
+      svc.logs.some((l) => l.includes(runId) && l.includes('run stopped: it was canceled'))
+        ? true
+        : undefined,
     );
-    assert.equal(svc.logs.some((l) => l.includes(runId) && l.includes('lease was lost')), false);
+    assert.equal(
+      svc.logs.some((l) => l.includes(runId) && l.includes('lease was lost')),
+      false,
+    );
   });
 });
 

@@ -17,7 +17,12 @@ const SLOT = new Date('2026-03-29T07:00:00.000Z');
 const OTHER_MODEL = 'anthropic/claude-sonnet-4.5';
 
 const replay = (svc: TestService, org: Org, runId: string, body?: unknown) =>
-  svc.call({ method: 'POST', url: `/api/svc/runs/${runId}/replay`, key: org.apiKey, ...(body !== undefined && { body }) });
+  svc.call({
+    method: 'POST',
+    url: `/api/svc/runs/${runId}/replay`,
+    key: org.apiKey,
+    ...(body !== undefined && { body }),
+  });
 
 /** A scheduled run of the task for `slot`, as the scheduler creates it. */
 async function scheduledRun(svc: TestService, org: Org, taskId: string, slot: Date): Promise<string> {
@@ -49,7 +54,9 @@ describe('replaying a run', () => {
 
   /** The request the stand-in received with this prompt (the last one). */
   const requestWith = (prompt: string): ModelRequest | undefined =>
-    model.requests.filter((r) => r.body.messages.some((m) => m.role === 'user' && m.content === prompt)).at(-1);
+    model.requests
+      .filter((r) => r.body.messages.some((m) => m.role === 'user' && m.content === prompt))
+      .at(-1);
   const timeContextOf = (request: ModelRequest | undefined) =>
     request?.body.messages.filter((m) => m.role === 'system').at(-1)?.content;
 
@@ -63,7 +70,12 @@ describe('replaying a run', () => {
     assert.equal(original.replayOf, undefined);
 
     const prompt = `Changed prompt ${randomUUID()}`;
-    const patched = await svc.call({ method: 'PATCH', url: `/api/svc/tasks/${task.id}`, key: org.apiKey, body: { prompt } });
+    const patched = await svc.call({
+      method: 'PATCH',
+      url: `/api/svc/tasks/${task.id}`,
+      key: org.apiKey,
+      body: { prompt },
+    });
     assert.equal(patched.status, 200, patched.raw);
     const res = await replay(svc, org, originalId);
     assert.equal(res.status, 202, res.raw);
@@ -140,9 +152,10 @@ describe('replaying a run', () => {
     assert.equal(res.body.error.code, 'not_found');
     const unknown = await replay(svc, org, randomUUID());
     assert.equal(unknown.status, 404, unknown.raw);
-    const [row] = await svc.testDb.db.query<{ n: number }>('SELECT count(*)::int AS n FROM runs WHERE task_id = $1', [
-      task.id,
-    ]);
+    const [row] = await svc.testDb.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM runs WHERE task_id = $1',
+      [task.id],
+    );
     assert.equal(row?.n, 1, 'no run was created');
   });
 });
@@ -187,9 +200,10 @@ describe('a replay is created like a run now', () => {
     const refused = await replay(svc, org, originalId);
     assert.equal(refused.status, 403, refused.raw);
     assert.equal(refused.body.error.code, 'plan_limit_exceeded');
-    const [row] = await svc.testDb.db.query<{ n: number }>('SELECT count(*)::int AS n FROM runs WHERE task_id = $1', [
-      task.id,
-    ]);
+    const [row] = await svc.testDb.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM runs WHERE task_id = $1',
+      [task.id],
+    );
     assert.equal(row?.n, 2);
   });
 });

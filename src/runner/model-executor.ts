@@ -65,7 +65,10 @@ export function modelExecutor(deps: ExecutorDeps): RunExecutor {
       const model = deps.models.find(modelId);
       const whose = job.run.model === null ? "The task's model" : "The replay's model";
       if (!model) {
-        return failure('invalid_task', `${whose} "${modelId}" is not in the model catalog; choose another model`);
+        return failure(
+          'invalid_task',
+          `${whose} "${modelId}" is not in the model catalog; choose another model`,
+        );
       }
       if (sources.length > 0 && !model.supportsToolCalling) {
         return failure(

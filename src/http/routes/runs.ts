@@ -91,7 +91,12 @@ export function runRoutes(app: App, deps: Deps): void {
       },
     },
     async (request, reply) => {
-      const run = await replayRun(deps, principalOf(request).organizationId, request.params.runId, request.body);
+      const run = await replayRun(
+        deps,
+        principalOf(request).organizationId,
+        request.params.runId,
+        request.body,
+      );
       reply.code(202);
       return run;
     },
