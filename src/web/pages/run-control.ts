@@ -12,7 +12,15 @@ import { field, formOf, viewerOf } from '../auth.ts';
 import { type Html, html, raw } from '../html.ts';
 import { badge, csrfField } from '../layout.ts';
 import { renderMarkdown } from '../markdown.ts';
-import { type Flash, formatCost, formatCount, formatDuration, isUuid, schemaProblems } from '../page-kit.ts';
+import {
+  type Flash,
+  formatCost,
+  formatCount,
+  formatDuration,
+  isUuid,
+  schemaProblems,
+  when,
+} from '../page-kit.ts';
 import type { WebScope } from '../plugin.ts';
 
 const section = '/dashboard/runs';
@@ -50,10 +58,10 @@ ${
 </div>`;
 }
 
-/** What a run page says of a run that was canceled, replays another, or runs for a slot. */
-export function runOrigin(run: Run): Html {
-  return html`${run.canceledAt ? html`<p class="muted">Canceled at <time datetime="${run.canceledAt}">${run.canceledAt}</time>.</p>` : ''}
-${run.replayOf ? html`<p class="muted">A replay of <a href="${section}/${run.replayOf}">an earlier run</a>${run.scheduledFor ? html`, with the time context of its slot <time datetime="${run.scheduledFor}">${run.scheduledFor}</time>` : ''}.</p>` : ''}`;
+/** What a run page says of a run that was canceled or replays another, in the task's zone. */
+export function runOrigin(run: Run, timeZone: string): Html {
+  return html`${run.canceledAt ? html`<p class="muted">Canceled ${when(run.canceledAt, timeZone)}.</p>` : ''}
+${run.replayOf ? html`<p class="muted">A replay of <a href="${section}/${run.replayOf}">an earlier run</a>${run.scheduledFor ? html`, with the time context of its slot ${when(run.scheduledFor, timeZone)}` : ', with the time context of its creation'}.</p>` : ''}`;
 }
 
 /** The replay beside the run it replays. */

@@ -95,7 +95,7 @@ function runPage(
     },
     html`<h1>Run of ${task ? html`<a href="/dashboard/tasks/${task.id}">${task.name}</a>` : 'a deleted task'} ${badge(run.status)}</h1>
 ${going ? html`<p class="muted" role="status">This page updates itself every 2 seconds while the run or its delivery is in progress.</p>` : ''}
-${runOrigin(run)}
+${runOrigin(run, tz)}
 ${runControls(deps, viewer, run, task)}
 <div class="cards">
   <div class="card"><div class="muted">Duration</div><div class="n">${formatDuration(run.durationMs)}</div></div>
