@@ -519,6 +519,10 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
       await expect(200, 'GET', `/api/svc/tasks/${ids.task}/runs?limit=100`);
       await expect(400, 'GET', `/api/svc/tasks/${ids.task}/runs?limit=0`);
       await expect(404, 'GET', `/api/svc/tasks/${nobody}/runs`);
+      // Cancel: the running run ends failed at once; a second cancel finds it ended.
+      assert.match((await expect(202, 'POST', `/api/svc/runs/${runningId}/cancel`)).error, /^Canceled/);
+      await expect(409, 'POST', `/api/svc/runs/${runningId}/cancel`);
+      await expect(404, 'POST', `/api/svc/runs/${nobody}/cancel`);
     });
 
     test('statistics and billing status answer as documented, and refuse a missing or foreign organization', async () => {
@@ -557,6 +561,13 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
     });
 
     test('deleting a task answers 204 with no body, then 404', async () => {
+      // Replay (after the statistics above counted three runs): a new pending run of the task.
+      const [latest] = await expect(200, 'GET', `/api/svc/tasks/${ids.task}/runs?limit=1`);
+      await expect(400, 'POST', `/api/svc/runs/${latest.id}/replay`, { body: { model: 'no/such-model' } });
+      const replay = await expect(202, 'POST', `/api/svc/runs/${latest.id}/replay`, { body: {} });
+      assert.equal(replay.replayOf, latest.id);
+      await expect(409, 'POST', `/api/svc/runs/${latest.id}/replay`);
+      await expect(404, 'POST', `/api/svc/runs/${nobody}/replay`);
       await expect(204, 'DELETE', `/api/svc/tasks/${ids.task}`);
       await expect(404, 'DELETE', `/api/svc/tasks/${ids.task}`);
       await expect(400, 'DELETE', '/api/svc/tasks/nope');

@@ -128,6 +128,7 @@ describe('runs', () => {
       costCents: 0,
       tokensUsed: 0,
       createdAt: new Date(BASE).toISOString(),
+      trigger: 'manual',
     });
   });
 
@@ -153,6 +154,7 @@ describe('runs', () => {
       createdAt: new Date(BASE + 1000).toISOString(),
       startedAt: new Date(BASE + 2000).toISOString(),
       completedAt: new Date(BASE + 3500).toISOString(),
+      trigger: 'manual',
     });
   });
 

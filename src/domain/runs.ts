@@ -29,6 +29,12 @@ export function runView(row: RunRow): Run {
   if (row.duration_ms !== null) run.durationMs = row.duration_ms;
   if (row.started_at) run.startedAt = row.started_at.toISOString();
   if (row.completed_at) run.completedAt = row.completed_at.toISOString();
+  run.trigger = row.trigger;
+  const slot = row.slot_at ?? row.replay_slot_at;
+  if (slot) run.scheduledFor = slot.toISOString();
+  if (row.canceled_at) run.canceledAt = row.canceled_at.toISOString();
+  if (row.replay_of) run.replayOf = row.replay_of;
+  if (row.model !== null) run.model = row.model;
   return run;
 }
 

@@ -1,6 +1,6 @@
 import type { Queryable } from '../db/db.ts';
 import { notify } from '../db/sql/notify.ts';
-import { insertRun, type RunRow } from '../db/sql/runs.ts';
+import { insertRun, type ReplayFields, type RunRow } from '../db/sql/runs.ts';
 import { type ForeignLink, foreignLinks, lockTasksLimit } from '../db/sql/task-create.ts';
 import {
   deleteTask,
@@ -321,9 +321,10 @@ export async function deleteOrganizationTask(
 
 /**
  * An on-demand run: a pending run that the worker executes like a scheduled one. One at a time
- * per task: while a run of the task is pending or running, another answers 409.
+ * per task: while a run of the task is pending or running, another answers 409. A replay
+ * (domain/run-control.ts) is created here too, `replay` saying what it replays.
  */
-export async function runTaskNow(deps: Deps, organizationId: string, id: string) {
+export async function runTaskNow(deps: Deps, organizationId: string, id: string, replay?: ReplayFields) {
   const now = deps.clock.now();
   type Outcome = { run: RunRow } | { refused: RunAllowance; told: boolean };
   const created = await deps.db.transaction(async (tx): Promise<Outcome> => {
@@ -343,8 +344,9 @@ export async function runTaskNow(deps: Deps, organizationId: string, id: string)
       organizationId,
       taskId: id,
       slotAt: null,
-      trigger: 'manual',
+      trigger: replay ? 'replay' : 'manual',
       now,
+      ...(replay && { replay }),
     });
     await notify(tx, 'svc_runs');
     return { run };

@@ -47,7 +47,7 @@ export function createMetrics() {
     }),
     runsReleased: new Counter({
       name: 'svc_worker_runs_released_total',
-      help: 'Runs this worker gave back to the queue unfinished (shutdown) or dropped (lease lost)',
+      help: 'Runs this worker gave back to the queue unfinished (shutdown) or stopped (lease lost, canceled)',
       labelNames: ['reason'] as const,
       registers: [registry],
     }),

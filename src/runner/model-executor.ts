@@ -54,23 +54,26 @@ export function modelExecutor(deps: ExecutorDeps): RunExecutor {
   return {
     async execute(job: RunJob, signal: AbortSignal): Promise<RunResult> {
       const { task, skills, sources } = job.context;
+      // A replay may run with a model of its own (runs.model); every other run, the task's.
+      const modelId = job.run.model ?? task.model;
       if (!client) {
         return failure(
           'not_configured',
           'No model provider is configured: set SVC_MODEL_API_KEY (and SVC_MODEL_BASE_URL for a provider other than the default router), then run the task again',
         );
       }
-      const model = deps.models.find(task.model);
+      const model = deps.models.find(modelId);
+      const whose = job.run.model === null ? "The task's model" : "The replay's model";
       if (!model) {
         return failure(
           'invalid_task',
-          `The task's model "${task.model}" is not in the model catalog; choose another model`,
+          `${whose} "${modelId}" is not in the model catalog; choose another model`,
         );
       }
       if (sources.length > 0 && !model.supportsToolCalling) {
         return failure(
           'invalid_task',
-          `The task has sources attached, but its model "${task.model}" does not support tool calling; choose a model that does or detach the sources`,
+          `The task has sources attached, but ${whose.toLowerCase()} "${modelId}" does not support tool calling; choose a model that does or detach the sources`,
         );
       }
       const [missing] = missingRequiredSources(skills, sources);
@@ -85,8 +88,10 @@ export function modelExecutor(deps: ExecutorDeps): RunExecutor {
         skills,
         task.prompt,
         task.timezone,
-        job.startedAt,
-        job.run.slot_at,
+        // A replay is told the time its original was told: the original's slot, or when it
+        // was created if it ran on demand.
+        job.run.replay_context_at ?? job.startedAt,
+        job.run.slot_at ?? job.run.replay_slot_at,
       );
       const opened = sources.length > 0 ? await openRunSources(deps, sources, signal) : undefined;
       if (opened && !opened.ok) return failure(sourceFailure(opened.errorType), opened.message);

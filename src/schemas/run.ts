@@ -3,6 +3,7 @@ import { DateTime, LimitQuery, StringEnum, Uuid } from './common.ts';
 
 export const RUN_STATUSES = ['pending', 'running', 'completed', 'failed'] as const;
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
+export const RUN_TRIGGERS = ['schedule', 'manual', 'replay'] as const;
 
 /** Run, field for field as the interface specification gives it (all optional). */
 export const Run = Type.Object(
@@ -21,10 +22,44 @@ export const Run = Type.Object(
     createdAt: Type.Optional(DateTime),
     startedAt: Type.Optional(DateTime),
     completedAt: Type.Optional(DateTime),
+    // Cancel and replay (docs/api.md, "Cancel and replay").
+    trigger: Type.Optional(
+      StringEnum(RUN_TRIGGERS, {
+        description: 'What created the run: its schedule, run now, or a replay of another run',
+      }),
+    ),
+    scheduledFor: Type.Optional(
+      Type.String({
+        format: 'date-time',
+        description:
+          "The schedule slot the run belongs to; on a replay, the slot of the run it replays (its time context's)",
+      }),
+    ),
+    canceledAt: Type.Optional(
+      Type.String({
+        format: 'date-time',
+        description: 'When a cancel ended the run (it is then failed, its error starting "Canceled")',
+      }),
+    ),
+    replayOf: Type.Optional(Type.String({ format: 'uuid', description: 'The run a replay replays' })),
+    model: Type.Optional(
+      Type.String({ description: "A replay's model (other runs use their task's model)" }),
+    ),
   },
   { $id: 'Run' },
 );
 export type Run = Static<typeof Run>;
+
+/** POST /runs/{runId}/replay: the model defaults to the task's. */
+export const ReplayBody = Type.Object(
+  {
+    model: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 200, description: "A catalog model's id or routerModelId" }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type ReplayBody = Static<typeof ReplayBody>;
 
 export const RunIdParams = Type.Object({ runId: Uuid }, { additionalProperties: false });
 export const TaskRunsParams = Type.Object({ taskId: Uuid }, { additionalProperties: false });

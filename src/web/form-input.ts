@@ -95,6 +95,8 @@ const FORM_PAGES: Record<string, string> = {
   '/dashboard/billing/portal': '/dashboard/billing',
   '/dashboard/keys/:id/revoke': '/dashboard/keys',
   '/dashboard/runs/:id/redeliver': '/dashboard/runs/:id',
+  '/dashboard/runs/:id/cancel': '/dashboard/runs/:id',
+  '/dashboard/runs/:id/replay': '/dashboard/runs/:id',
   '/dashboard/tasks': '/dashboard/tasks/new',
   '/dashboard/tasks/:id': '/dashboard/tasks/:id/edit',
   '/dashboard/tasks/:id/run': '/dashboard/tasks/:id',

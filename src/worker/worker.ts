@@ -6,6 +6,7 @@
 import { queueUsageReport } from '../billing/usage-meter.ts';
 import { isDatabaseUnavailable, type Queryable } from '../db/db.ts';
 import { notify } from '../db/sql/notify.ts';
+import { canceledAmong } from '../db/sql/run-cancel.ts';
 import { loadRunContext, type RunContextRow } from '../db/sql/run-context.ts';
 import {
   claimRuns,
@@ -23,6 +24,7 @@ import type { Deps } from '../domain/deps.ts';
 import { leaseOwnerId, newId } from '../lib/ids.ts';
 import { Loop } from '../lib/loop.ts';
 import type { CallUsage, RunExecutor, RunResult } from '../runner/executor.ts';
+import { CancelWatch } from './cancel-watch.ts';
 
 /** How long a finished run's result is retried while the database is unreachable. */
 const RECORD_RETRY_MS = 10 * 60_000;
@@ -40,8 +42,11 @@ function bounded(value: unknown, max: number): number {
   return Math.min(value, max);
 }
 
-/** Why an execution was cut short. */
-type AbortReason = 'lease_lost' | 'shutdown' | 'timeout';
+/**
+ * Why an execution was cut short. 'canceled': a cancel request ended the run in the database
+ * (domain/run-control.ts); the worker only stops executing it.
+ */
+type AbortReason = 'lease_lost' | 'shutdown' | 'timeout' | 'canceled';
 
 interface ActiveRun {
   run: RunRow;
@@ -70,6 +75,8 @@ export class RunWorker {
   #executing = 0;
   /** When expired leases were last looked for (database time, ms). */
   #leasesCheckedAt = Number.NEGATIVE_INFINITY;
+  /** Aborts the runs here that a cancel ended, told by NOTIFY svc_run_cancel. */
+  readonly #cancels: CancelWatch;
 
   constructor(deps: Deps, executor: RunExecutor) {
     this.#deps = deps;
@@ -96,6 +103,12 @@ export class RunWorker {
       passAtStart: false,
       log: deps.log,
     });
+    this.#cancels = new CancelWatch({
+      db: deps.db,
+      log: deps.log,
+      active: () => [...this.#active.keys()],
+      abort: (runId) => this.#active.get(runId)?.controller.abort('canceled' satisfies AbortReason),
+    });
   }
 
   /** Leases are renewed three times per lease period, so one late heartbeat loses nothing. */
@@ -105,6 +118,7 @@ export class RunWorker {
 
   async start(): Promise<void> {
     await this.#heartbeat.start();
+    await this.#cancels.start();
     await this.#loop.start();
   }
 
@@ -126,6 +140,8 @@ export class RunWorker {
     // The loop aborts what is still running after the grace period with 'shutdown'; leases
     // are renewed until every run here has ended.
     await this.#loop.stop(graceMs);
+    // Runs still in their grace period could be canceled until now.
+    await this.#cancels.stop();
     await this.#heartbeat.stop();
   }
 
@@ -292,6 +308,13 @@ export class RunWorker {
     if (result) await this.#recordRemainder(run, result, recorded, recordUsage);
     const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
     switch (reason) {
+      case 'canceled':
+        // The cancel ended the run (failed, canceled_at, no delivery) and freed its place; the
+        // usage of the answers received before it stopped is on the ledger and copied to it.
+        metrics.runsReleased.inc({ reason: 'canceled' });
+        log.info({ runId: run.id, tokensUsed: recorded.tokensUsed }, 'run stopped: it was canceled');
+        await this.#reportUsage(context, run.organization_id, recorded.costCents, run.id);
+        return;
       case 'lease_lost':
         // Another worker holds the run now (or it was deleted with its task); only the usage
         // this one paid for, already on the ledger, is kept.
@@ -342,6 +365,8 @@ export class RunWorker {
           { runId: run.id },
           'run ended after it was deleted with its task; its usage stays on the ledger',
         );
+      } else if ((await canceledAmong(db, [run.id])).size) {
+        log.info({ runId: run.id }, 'run result dropped: the run was canceled before it was recorded');
       } else {
         log.warn({ runId: run.id }, 'run result dropped: the lease was lost before it was recorded');
       }
@@ -456,8 +481,12 @@ export class RunWorker {
     try {
       const now = await clock.agreedNow(db);
       const held = await renewLeases(db, this.id, ids, now, config.worker.leaseMs);
-      for (const id of ids) {
-        if (!held.has(id)) this.#active.get(id)?.controller.abort('lease_lost' satisfies AbortReason);
+      const lost = ids.filter((id) => !held.has(id));
+      // A run canceled while its notification was missed is no longer held either.
+      const canceled = lost.length ? await canceledAmong(db, lost) : new Set<string>();
+      for (const id of lost) {
+        const reason: AbortReason = canceled.has(id) ? 'canceled' : 'lease_lost';
+        this.#active.get(id)?.controller.abort(reason);
       }
     } catch (err) {
       log.warn({ err }, 'lease heartbeat failed; retrying');

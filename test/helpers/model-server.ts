@@ -41,6 +41,8 @@ export interface ModelReply {
    * client goes away (no finish, no usage), as a provider ignoring max_tokens would.
    */
   endless?: string;
+  /** With `endless`: one piece every this many ms (a provider generating slowly), not as fast as it can. */
+  trickleMs?: number;
   /** Streamed requests: open one event and never end its line, until the client goes away. */
   endlessLine?: boolean;
 }
@@ -121,6 +123,7 @@ async function writeUntilClosed(
   res: ServerResponse,
   piece: string,
   counter: { bytes: number; stopped: number },
+  trickleMs?: number,
 ): Promise<void> {
   const closed = new Promise<void>((resolve) => res.once('close', resolve));
   let open = true;
@@ -128,11 +131,12 @@ async function writeUntilClosed(
     open = false;
   });
   while (open) {
-    for (let sent = 0; open && sent < 256 * 1024; sent += piece.length) {
+    const burst = trickleMs === undefined ? 256 * 1024 : 1;
+    for (let sent = 0; open && sent < burst; sent += piece.length) {
       counter.bytes += piece.length;
       if (!res.write(piece)) await Promise.race([new Promise((r) => res.once('drain', r)), closed]);
     }
-    await new Promise((r) => setTimeout(r, 16));
+    await new Promise((r) => setTimeout(r, trickleMs ?? 16));
   }
   counter.stopped++;
 }
@@ -174,7 +178,7 @@ export async function startModelServer(
         ? `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 0, model: request.body.model, choices: [{ index: 0, delta: { content: r.endless }, finish_reason: null }] })}\n\n`
         : 'x'.repeat(64 * 1024);
       if (r.endlessLine) res.write(`data: {"id":"${id}","choices":[{"index":0,"delta":{"content":"`);
-      await writeUntilClosed(res, piece, endless);
+      await writeUntilClosed(res, piece, endless, r.trickleMs);
       return;
     }
     if (request.body.stream) {

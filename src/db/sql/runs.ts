@@ -2,7 +2,7 @@ import type { Queryable } from '../db.ts';
 
 export type RunStatus = 'pending' | 'running' | 'completed' | 'failed';
 export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
-export type RunTrigger = 'schedule' | 'manual';
+export type RunTrigger = 'schedule' | 'manual' | 'replay';
 
 /** A row of the runs table. */
 export interface RunRow {
@@ -27,6 +27,23 @@ export interface RunRow {
   lease_expires_at: Date | null;
   /** Worker starts of this run, takeovers included. */
   attempts: number;
+  /** When a cancel ended the run (it is then `failed`); null otherwise. */
+  canceled_at: Date | null;
+  /** The run a replay replays (migration 0013). */
+  replay_of: string | null;
+  /** A replay's time context: the instant it names as now, and the slot it names (if any). */
+  replay_context_at: Date | null;
+  replay_slot_at: Date | null;
+  /** The model a replay runs with (the task's when it was created, unless another was asked); null: the task's. */
+  model: string | null;
+}
+
+/** What makes a run a replay (see replayRun in domain/run-control.ts). */
+export interface ReplayFields {
+  replayOf: string;
+  contextAt: Date;
+  slotAt: Date | null;
+  model: string;
 }
 
 export interface NewRun {
@@ -36,6 +53,7 @@ export interface NewRun {
   slotAt: Date | null;
   trigger: RunTrigger;
   now: Date;
+  replay?: ReplayFields;
 }
 
 /**
@@ -45,8 +63,9 @@ export interface NewRun {
  * insertSlotRuns, scheduler.ts, the same way.)
  */
 const INSERT_RUN_SQL = `WITH run AS (
-       INSERT INTO runs (id, organization_id, task_id, slot_at, trigger, status, created_at)
-       SELECT $1, t.organization_id, t.id, $4, $5, 'pending', $6
+       INSERT INTO runs (id, organization_id, task_id, slot_at, trigger, status, created_at,
+                         replay_of, replay_context_at, replay_slot_at, model)
+       SELECT $1, t.organization_id, t.id, $4, $5, 'pending', $6, $7, $8, $9, $10
          FROM tasks t WHERE t.id = $3 AND t.organization_id = $2
        RETURNING *
      ), ledger AS (
@@ -62,6 +81,10 @@ const insertParams = (row: NewRun) => [
   row.slotAt,
   row.trigger,
   row.now,
+  row.replay?.replayOf ?? null,
+  row.replay?.contextAt ?? null,
+  row.replay?.slotAt ?? null,
+  row.replay?.model ?? null,
 ];
 
 /**

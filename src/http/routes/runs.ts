@@ -1,8 +1,16 @@
 import { Type } from 'typebox';
 import type { Deps } from '../../domain/deps.ts';
+import { cancelRun, replayRun } from '../../domain/run-control.ts';
 import { getRun, listRuns, listTaskRuns, redeliverRun } from '../../domain/runs.ts';
 import { errorResponses, OrganizationListQuery } from '../../schemas/common.ts';
-import { Run, RunIdParams, RunWithDeliveries, TaskRunsParams, TaskRunsQuery } from '../../schemas/run.ts';
+import {
+  ReplayBody,
+  Run,
+  RunIdParams,
+  RunWithDeliveries,
+  TaskRunsParams,
+  TaskRunsQuery,
+} from '../../schemas/run.ts';
 import { type App, principalOf } from '../types.ts';
 
 // Paths under /api/svc: registered in the API-key scope (app.ts).
@@ -45,6 +53,50 @@ export function runRoutes(app: App, deps: Deps): void {
     },
     async (request, reply) => {
       const run = await redeliverRun(deps, principalOf(request).organizationId, request.params.runId);
+      reply.code(202);
+      return run;
+    },
+  );
+
+  app.post(
+    '/runs/:runId/cancel',
+    {
+      schema: {
+        tags: ['runs'],
+        summary: 'Cancel a pending or running run: it ends failed, its error "Canceled by request"',
+        params: RunIdParams,
+        response: { 202: Run, ...errorResponses(400, 401, 404, 409, 429) },
+      },
+    },
+    async (request, reply) => {
+      const run = await cancelRun(deps, principalOf(request).organizationId, request.params.runId);
+      reply.code(202);
+      return run;
+    },
+  );
+
+  app.post(
+    '/runs/:runId/replay',
+    {
+      schema: {
+        tags: ['runs'],
+        summary: "Run the task again with the run's time context (optionally another model)",
+        params: RunIdParams,
+        body: ReplayBody,
+        response: { 202: Run, ...errorResponses(400, 401, 403, 404, 409, 429) },
+      },
+      // The body is optional: a POST without one is validated as `{}`.
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
+    },
+    async (request, reply) => {
+      const run = await replayRun(
+        deps,
+        principalOf(request).organizationId,
+        request.params.runId,
+        request.body,
+      );
       reply.code(202);
       return run;
     },

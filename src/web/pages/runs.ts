@@ -27,6 +27,7 @@ import {
   when,
 } from '../page-kit.ts';
 import type { WebScope } from '../plugin.ts';
+import { replayComparison, runControlRoutes, runControls, runOrigin } from './run-control.ts';
 
 const section = '/dashboard/runs';
 const LIMITS = [20, 50, 100] as const;
@@ -72,7 +73,14 @@ ${
 </section>`;
 }
 
-function runPage(viewer: Viewer, run: RunWithDeliveries, task: Task | undefined, flash: Flash): string {
+function runPage(
+  deps: Deps,
+  viewer: Viewer,
+  run: RunWithDeliveries,
+  task: Task | undefined,
+  flash: Flash,
+  original?: RunWithDeliveries,
+): string {
   const tz = task?.timezone ?? 'UTC';
   const deliveries = run.deliveries ?? [];
   const anyFailed = deliveries.some((d) => d.status === 'failed');
@@ -87,6 +95,8 @@ function runPage(viewer: Viewer, run: RunWithDeliveries, task: Task | undefined,
     },
     html`<h1>Run of ${task ? html`<a href="/dashboard/tasks/${task.id}">${task.name}</a>` : 'a deleted task'} ${badge(run.status)}</h1>
 ${going ? html`<p class="muted" role="status">This page updates itself every 2 seconds while the run or its delivery is in progress.</p>` : ''}
+${runOrigin(run, tz)}
+${runControls(deps, viewer, run, task)}
 <div class="cards">
   <div class="card"><div class="muted">Duration</div><div class="n">${formatDuration(run.durationMs)}</div></div>
   <div class="card"><div class="muted">Tokens</div><div class="n">${formatCount(run.tokensUsed)}</div></div>
@@ -100,6 +110,7 @@ ${going ? html`<p class="muted" role="status">This page updates itself every 2 s
   <tr><th scope="row">Run id</th><td><code>${run.id ?? ''}</code></td></tr>
 </tbody></table></div>
 ${run.error ? html`<h2>Error</h2><div class="flash error" role="alert">${run.error}</div>` : ''}
+${run.replayOf ? replayComparison(run, original) : ''}
 <h2>Output</h2>
 ${
   run.output?.trim()
@@ -147,14 +158,27 @@ ${runsTable(runs, { tasks: byId })}`,
     );
   });
 
+  /** The run page, with the run a replay replays beside it. */
+  const showRun = async (reply: FastifyReply, viewer: Viewer, id: string, flash: Flash, status = 200) => {
+    const run = await runOf(viewer, id);
+    if (!run) return missing(reply, viewer);
+    const [task, original] = await Promise.all([
+      taskOfRun(viewer, run),
+      run.replayOf ? runOf(viewer, run.replayOf) : undefined,
+    ]);
+    return sendHtml(reply, status, runPage(deps, viewer, run, task, flash, original));
+  };
+
   scope.get<{ Params: { id: string } }>(`${section}/:id`, async (request, reply) => {
     const viewer = viewerOf(request);
-    const run = await runOf(viewer, request.params.id);
-    if (!run) return missing(reply, viewer);
-    const task = await taskOfRun(viewer, run);
-    const flash = doneFlash(request.query, { redelivered: 'The failed deliveries are queued again.' });
-    return sendHtml(reply, 200, runPage(viewer, run, task, flash));
+    const flash = doneFlash(request.query, {
+      redelivered: 'The failed deliveries are queued again.',
+      canceled: 'The run was canceled.',
+    });
+    return showRun(reply, viewer, request.params.id, flash);
   });
+
+  runControlRoutes(scope, deps, showRun, missing);
 
   scope.post<{ Params: { id: string } }>(`${section}/:id/redeliver`, async (request, reply) => {
     const viewer = viewerOf(request);
@@ -169,7 +193,11 @@ ${runsTable(runs, { tasks: byId })}`,
       const run = await runOf(viewer, id);
       if (!run) return missing(reply, viewer);
       const task = await taskOfRun(viewer, run);
-      return sendHtml(reply, err.status, runPage(viewer, run, task, { kind: 'error', text: err.message }));
+      return sendHtml(
+        reply,
+        err.status,
+        runPage(deps, viewer, run, task, { kind: 'error', text: err.message }),
+      );
     }
   });
 }
