@@ -321,6 +321,28 @@ describe('source secrets never leave the place they are for', () => {
     };
   };
 
+  /** The API sources whose sealed secrets the tests copy between rows, as they are created. */
+  const apiSourceBodies = () => ({
+    shop: {
+      type: 'api',
+      config: { baseUrl: `${api.url}/v1` },
+      authType: 'query',
+      authConfig: { headerName: 'key', apiKey: secrets.queryKey },
+    },
+    vault: {
+      type: 'api',
+      config: { baseUrl: `${api.url}/basic` },
+      authType: 'basic',
+      authConfig: { username: secrets.user, password: secrets.password },
+    },
+    mirror: {
+      type: 'api',
+      config: { baseUrl: `${api.url}/v1` },
+      authType: 'query',
+      authConfig: { headerName: 'key', apiKey: secrets.otherOrgKey },
+    },
+  });
+
   /** The sources of both organizations, created with their secrets; their ids in `ids`. */
   const sourcesMade = once(async () => {
     const sources: [string, Org, Record<string, unknown>][] = [
@@ -360,28 +382,8 @@ describe('source secrets never leave the place they are for', () => {
           authConfig: { token: secrets.wsBearer },
         },
       ],
-      [
-        'shop',
-        org,
-        {
-          type: 'api',
-          name: 'Shop',
-          config: { baseUrl: `${api.url}/v1` },
-          authType: 'query',
-          authConfig: { headerName: 'key', apiKey: secrets.queryKey },
-        },
-      ],
-      [
-        'vault',
-        org,
-        {
-          type: 'api',
-          name: 'Vault',
-          config: { baseUrl: `${api.url}/basic` },
-          authType: 'basic',
-          authConfig: { username: secrets.user, password: secrets.password },
-        },
-      ],
+      ['shop', org, { name: 'Shop', ...apiSourceBodies().shop }],
+      ['vault', org, { name: 'Vault', ...apiSourceBodies().vault }],
       [
         'crash',
         org,
@@ -407,17 +409,7 @@ describe('source secrets never leave the place they are for', () => {
           authConfig: { headerName: 'key', apiKey: secrets.downKey },
         },
       ],
-      [
-        'mirror',
-        other,
-        {
-          type: 'api',
-          name: 'Mirror',
-          config: { baseUrl: `${api.url}/v1` },
-          authType: 'query',
-          authConfig: { headerName: 'key', apiKey: secrets.otherOrgKey },
-        },
-      ],
+      ['mirror', other, { name: 'Mirror', ...apiSourceBodies().mirror }],
     ];
     for (const [slug, who, body] of sources) {
       const res = await as(who, 'POST', '/api/svc/sources', {
@@ -697,37 +689,11 @@ describe('source secrets never leave the place they are for', () => {
    */
   const brokenCopies = async (tag: string) => {
     const made: Record<'shop' | 'vault' | 'mirror', { id: string; name: string }> = {} as never;
+    const bodies = apiSourceBodies();
     for (const [slot, who, body] of [
-      [
-        'shop',
-        org,
-        {
-          type: 'api',
-          config: { baseUrl: `${api.url}/v1` },
-          authType: 'query',
-          authConfig: { headerName: 'key', apiKey: secrets.queryKey },
-        },
-      ],
-      [
-        'vault',
-        org,
-        {
-          type: 'api',
-          config: { baseUrl: `${api.url}/basic` },
-          authType: 'basic',
-          authConfig: { username: secrets.user, password: secrets.password },
-        },
-      ],
-      [
-        'mirror',
-        other,
-        {
-          type: 'api',
-          config: { baseUrl: `${api.url}/v1` },
-          authType: 'query',
-          authConfig: { headerName: 'key', apiKey: secrets.otherOrgKey },
-        },
-      ],
+      ['shop', org, bodies.shop],
+      ['vault', org, bodies.vault],
+      ['mirror', other, bodies.mirror],
     ] as const) {
       const name = `${slot[0]?.toUpperCase()}${slot.slice(1)} ${tag}`;
       const res = await as(who, 'POST', '/api/svc/sources', {
