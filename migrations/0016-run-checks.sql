@@ -1,0 +1,7 @@
+-- A task's checks on each of its runs: a cost cap (cents per run; null: none), a JSON Schema
+-- the final output must match (null: none) and the tools the model must have called (a JSON
+-- array of names; null: none). A run that fails a check ends `failed`, its output kept.
+ALTER TABLE tasks
+  ADD COLUMN max_cost_cents_per_run numeric CHECK (max_cost_cents_per_run >= 0),
+  ADD COLUMN output_schema jsonb,
+  ADD COLUMN required_tools jsonb;
