@@ -11,8 +11,8 @@ import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/reso
 import type { CatalogModel } from '../domain/models.ts';
 import type { StepUsage } from './model-client.ts';
 
-/** Cents with up to 4 decimals, for messages: 0.0031, 5, 12.5. */
-export const centsText = (cents: number) => `${Number(cents.toFixed(4))}`;
+/** Cents to 6 significant digits, for messages: 0.0031, 5, 2.34375. */
+export const centsText = (cents: number) => `${Number(cents.toPrecision(6))}`;
 
 const bytesOf = (value: unknown) => Buffer.byteLength(JSON.stringify(value));
 
@@ -31,10 +31,6 @@ export class RunBudget {
     this.#cap = cap;
     this.#model = model;
     this.#configMaxTokens = configMaxTokens > 0 ? configMaxTokens : undefined;
-  }
-
-  get capped(): boolean {
-    return this.#cap !== null;
   }
 
   /** An upper bound on the prompt tokens of a request with these messages and tools. */
@@ -85,6 +81,10 @@ export class RunBudget {
 
   reachedMessage(spent: number): string {
     return `Cost limit reached: this run cost ${centsText(spent)} cents, and the task's maxCostCentsPerRun is ${centsText(this.#cap ?? 0)} cents; the run was stopped there`;
+  }
+
+  cutMessage(spent: number, maxTokens: number | undefined): string {
+    return `Cost limit reached: the final answer was cut at ${(maxTokens ?? 0).toLocaleString('en-US')} tokens, all that the task's maxCostCentsPerRun of ${centsText(this.#cap ?? 0)} cents left room for; this run cost ${centsText(spent)} cents`;
   }
 
   unaffordable(spent: number, inputTokens: number): string {

@@ -235,7 +235,7 @@ const CREATE_TASKS = `
                            delivery_email_address, delivery_sms, delivery_phone_number, user_id,
                            next_run_at, updated_at, wake, ord)
   ), checks_in AS MATERIALIZED (
-    SELECT * FROM unnest($32::numeric[], $33::jsonb[], $34::jsonb[])
+    SELECT * FROM unnest($32::numeric[], $33::json[], $34::jsonb[])
       WITH ORDINALITY AS c(max_cost_cents_per_run, output_schema, required_tools, ord)
   ), skills_in AS MATERIALIZED (
     SELECT u.item, u.id, row_number() OVER (PARTITION BY u.item ORDER BY u.ord) AS position
