@@ -2,7 +2,7 @@
 // a task is saved, and the fields as stored and as shown. The runs apply them in
 // runner/model-executor.ts and runner/output-checks.ts.
 import type { TaskRow } from '../db/sql/tasks.ts';
-import type { ErrorDetail } from '../lib/errors.ts';
+import { AppError, type ErrorDetail } from '../lib/errors.ts';
 import { checkJsonSchema } from '../lib/json-schema-check.ts';
 import { OUTPUT_SCHEMA_MAX_BYTES, OUTPUT_SCHEMA_MAX_DEPTH } from '../schemas/run-checks.ts';
 import type { Task, TaskCreateBody, TaskUpdateBody } from '../schemas/task.ts';
@@ -84,11 +84,30 @@ export async function outputSchemaProblem(schema: Record<string, unknown>): Prom
   return `is not a valid JSON Schema: ${boundedText(compiled.message)}`;
 }
 
+/**
+ * Organizations whose output schema is being compiled in this process: one at a time each, so
+ * that one organization's saves cannot take every checking thread (lib/json-schema-check.ts).
+ */
+const compiling = new Set<string>();
+
 /** The problems of a create or PATCH body's run checks, with their paths. */
-export async function runCheckProblems(body: {
-  outputSchema?: Record<string, unknown> | null | undefined;
-}): Promise<ErrorDetail[]> {
+export async function runCheckProblems(
+  organizationId: string,
+  body: { outputSchema?: Record<string, unknown> | null | undefined },
+): Promise<ErrorDetail[]> {
   if (!body.outputSchema) return [];
-  const problem = await outputSchemaProblem(body.outputSchema);
-  return problem ? [{ path: '/body/outputSchema', message: problem }] : [];
+  if (compiling.has(organizationId)) {
+    throw new AppError(
+      'rate_limited',
+      "Another of the organization's output schemas is being checked; send this one when it is done",
+      { headers: { 'Retry-After': '5' } },
+    );
+  }
+  compiling.add(organizationId);
+  try {
+    const problem = await outputSchemaProblem(body.outputSchema);
+    return problem ? [{ path: '/body/outputSchema', message: problem }] : [];
+  } finally {
+    compiling.delete(organizationId);
+  }
 }

@@ -190,7 +190,7 @@ export async function createTask(deps: Deps, organizationId: string, body: TaskC
     updated_at: now,
     ...runCheckColumnsOf(body),
   };
-  checkRules(deps, fields, body.destinations, true, true, await runCheckProblems(body));
+  checkRules(deps, fields, body.destinations, true, true, await runCheckProblems(organizationId, body));
   pinWeekday(fields, now);
   fields.next_run_at = firstSlot(scheduleSpecOf(fields), now);
   const created = await deps.taskCreates.create({
@@ -246,7 +246,7 @@ export async function updateOrganizationTask(
 ): Promise<Task> {
   const now = deps.clock.now();
   // Compiled before the task's row is locked: a compile may take a while.
-  const checkProblems = await runCheckProblems(patch);
+  const checkProblems = await runCheckProblems(organizationId, patch);
   await deps.db.transaction(async (tx) => {
     if (!(await lockTask(tx, organizationId, id))) throw errors.notFound('Task');
     const current = await findTask(tx, organizationId, id);

@@ -12,6 +12,29 @@ export const SCHEMA_CHECK_SECONDS = 5;
 export const SCHEMA_CHECK_HEAP_MB = 64;
 /** How long a thread may take to start before the check is given up (a machine under load). */
 const START_MS = 60_000;
+/**
+ * Checking threads at once in a process (each may hold its heap for its time limit); more
+ * checks wait their turn, in order. Saves are bounded further per organization
+ * (domain/run-checks.ts), runs by the worker's concurrency.
+ */
+export const SCHEMA_CHECKS_AT_ONCE = 4;
+
+let running = 0;
+const waiting: (() => void)[] = [];
+
+/** Runs `check` when one of the SCHEMA_CHECKS_AT_ONCE places is free. */
+async function inTurn<T>(check: () => Promise<T>): Promise<T> {
+  if (running >= SCHEMA_CHECKS_AT_ONCE) await new Promise<void>((resolve) => waiting.push(resolve));
+  else running++;
+  try {
+    return await check();
+  } finally {
+    // The place goes straight to the next in line, if any.
+    const next = waiting.shift();
+    if (next) next();
+    else running--;
+  }
+}
 
 export type SchemaCheck =
   | { ok: true }
@@ -26,6 +49,10 @@ const THREAD = new URL('./json-schema-thread.ts', import.meta.url);
  * Never rejects: a thread that fails or runs out of time or memory is a `too_costly` answer.
  */
 export function checkJsonSchema(schema: object, output?: string): Promise<SchemaCheck> {
+  return inTurn(() => checkInThread(schema, output));
+}
+
+function checkInThread(schema: object, output: string | undefined): Promise<SchemaCheck> {
   return new Promise((resolve) => {
     const worker = new Worker(THREAD, {
       workerData: { schema, output },
