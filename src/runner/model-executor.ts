@@ -180,7 +180,7 @@ async function toolLoop(client: ModelClient, input: LoopInput): Promise<RunResul
         },
         signal,
       );
-      if (!answer.ok) return failure(answer.errorType, answer.message, totals, lastText);
+      if (!answer.ok) return failure(answer.errorType, answer.message, totals);
       const call = { tokensUsed: answer.usage.totalTokens, costCents: input.cost(answer.usage) };
       totals.tokensUsed += call.tokensUsed;
       totals.costCents += call.costCents;
@@ -223,7 +223,7 @@ async function toolLoop(client: ModelClient, input: LoopInput): Promise<RunResul
   } catch (err) {
     // Aborted (timeout, lost lease, shutdown): the worker decides what happened; what was
     // spent so far is still reported.
-    if (signal.aborted) return failure('timeout', 'The run was stopped', totals, lastText);
+    if (signal.aborted) return failure('timeout', 'The run was stopped', totals);
     throw err;
   }
   return failure(
