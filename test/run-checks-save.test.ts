@@ -114,6 +114,18 @@ describe('run checks saved with a task', () => {
     assert.equal('outputSchema' in unchanged.body, false);
   });
 
+  test('a $schema of draft-07 is taken, and one naming another draft is refused', async () => {
+    const draft7 = await create({
+      outputSchema: { $schema: 'http://json-schema.org/draft-07/schema#', type: 'object' },
+    });
+    assert.equal(draft7.status, 201, draft7.raw);
+    const other = await create({
+      outputSchema: { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object' },
+    });
+    assert.equal(other.status, 400, other.raw);
+    assert.match(detailAt(other, '/body/outputSchema') ?? '', /is not a valid JSON Schema/);
+  });
+
   test('a remote $ref is refused, naming it, and nothing is fetched', async () => {
     for (const ref of ['https://example.com/schema.json', 'other.json#/x', '//host/x']) {
       const res = await create({ outputSchema: { type: 'object', properties: { a: { $ref: ref } } } });
