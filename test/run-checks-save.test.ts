@@ -1,7 +1,11 @@
 // A task's run checks as the API saves them: the cost cap, the output schema (compiled when
 // saved, its size, depth and references bounded) and the required tools; null clears each.
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { loadModelCatalog, SHIPPED_CATALOG_FILE } from '../src/domain/models.ts';
 import { newTask, type Org, unlimited } from './helpers/runs.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
 
@@ -151,5 +155,27 @@ describe('run checks saved with a task', () => {
     assert.equal(res.status, 400, res.raw);
     assert.ok(detailAt(res, '/body/outputSchema'));
     assert.ok(detailAt(res, '/body/timezone'));
+  });
+});
+
+describe("the catalog's supportsStructuredOutput", () => {
+  const shipped = JSON.parse(readFileSync(SHIPPED_CATALOG_FILE, 'utf8')) as Record<string, unknown>[];
+  const write = (entries: unknown) => {
+    const file = join(mkdtempSync(join(tmpdir(), 'svc-models-')), 'models.json');
+    writeFileSync(file, JSON.stringify(entries));
+    return file;
+  };
+
+  test('is optional (an entry without it takes no schema) and a boolean', () => {
+    const without = shipped.map(({ supportsStructuredOutput: _, ...entry }) => entry);
+    const catalog = loadModelCatalog(write(without));
+    assert.equal(catalog.list()[0]?.supportsStructuredOutput, undefined);
+    const bad = shipped.map((entry, i) => (i === 2 ? { ...entry, supportsStructuredOutput: 'yes' } : entry));
+    assert.throws(() => loadModelCatalog(write(bad)), /\/2\/supportsStructuredOutput must be boolean/);
+  });
+
+  test('the shipped catalog says it for every model', () => {
+    for (const entry of shipped)
+      assert.equal(typeof entry.supportsStructuredOutput, 'boolean', String(entry.name));
   });
 });
