@@ -20,6 +20,11 @@ const CatalogEntry = Type.Object(
     powerTier: Type.Integer({ minimum: 1, maximum: 5 }),
     supportsInternetSearch: Type.Boolean(),
     supportsToolCalling: Type.Boolean(),
+    /**
+     * Whether the model takes a JSON Schema for its answer (Chat Completions `response_format`
+     * `json_schema`); without it a task's outputSchema is asked for in the messages (internal).
+     */
+    supportsStructuredOutput: Type.Optional(Type.Boolean()),
     /** Price of prompt tokens, in cents per million tokens (internal: used for run cost). */
     inputCentsPerMillionTokens: Type.Number({ minimum: 0 }),
     /** Price of completion tokens, in cents per million tokens (internal: used for run cost). */

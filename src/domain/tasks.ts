@@ -32,6 +32,7 @@ import type { Deps } from './deps.ts';
 import { checkDestination } from './destinations.ts';
 import { checkTaskTotals, orgCapReached, utf8Bytes } from './org-caps.ts';
 import { PLAN_TASKS_LIMITS, type Plan } from './plans.ts';
+import { patchedRunCheckColumns, runCheckColumnsOf, runCheckProblems, runCheckView } from './run-checks.ts';
 import { lockRunAllowances, type RunAllowance, recordRunLimitReached, runLimitMessage } from './run-limit.ts';
 import { runView } from './runs.ts';
 
@@ -68,6 +69,7 @@ export function taskView(row: TaskWithLinks): Task {
   if (row.delivery_sms !== null) task.deliverySms = row.delivery_sms;
   if (row.delivery_phone_number !== null) task.deliveryPhoneNumber = row.delivery_phone_number;
   if (row.user_id !== null) task.userId = row.user_id;
+  Object.assign(task, runCheckView(row));
   return task;
 }
 
@@ -85,8 +87,10 @@ function checkRules(
   destinations: TaskCreateBody['destinations'],
   modelGiven: boolean,
   emailGiven = true,
+  /** Problems found before (the run checks, which take a compile). */
+  found: ErrorDetail[] = [],
 ): void {
-  const details: ErrorDetail[] = [];
+  const details: ErrorDetail[] = [...found];
   // Like a destination's, by the rule delivery applies; a stored address is checked only when
   // the request sets it, so a PATCH of another field never fails on an older value.
   const emailProblem =
@@ -184,8 +188,9 @@ export async function createTask(deps: Deps, organizationId: string, body: TaskC
     user_id: null,
     next_run_at: null,
     updated_at: now,
+    ...runCheckColumnsOf(body),
   };
-  checkRules(deps, fields, body.destinations, true);
+  checkRules(deps, fields, body.destinations, true, true, await runCheckProblems(organizationId, body));
   pinWeekday(fields, now);
   fields.next_run_at = firstSlot(scheduleSpecOf(fields), now);
   const created = await deps.taskCreates.create({
@@ -240,6 +245,8 @@ export async function updateOrganizationTask(
   patch: TaskUpdateBody,
 ): Promise<Task> {
   const now = deps.clock.now();
+  // Compiled before the task's row is locked: a compile may take a while.
+  const checkProblems = await runCheckProblems(organizationId, patch);
   await deps.db.transaction(async (tx) => {
     if (!(await lockTask(tx, organizationId, id))) throw errors.notFound('Task');
     const current = await findTask(tx, organizationId, id);
@@ -265,6 +272,7 @@ export async function updateOrganizationTask(
       user_id: current.user_id,
       next_run_at: current.next_run_at,
       updated_at: now,
+      ...patchedRunCheckColumns(patch, current),
     };
     checkRules(
       deps,
@@ -272,6 +280,7 @@ export async function updateOrganizationTask(
       patch.destinations,
       patch.model !== undefined,
       patch.deliveryEmailAddress !== undefined,
+      checkProblems,
     );
     pinWeekday(next, now);
     if (patch.prompt !== undefined || patch.destinations !== undefined) {

@@ -19,3 +19,27 @@ const COMMON: Options = { allErrors: true, useDefaults: true, removeAdditional: 
 export function newAjv(input: 'json' | 'text'): Ajv {
   return addFormats(new Ajv({ ...COMMON, coerceTypes: input === 'json' ? false : 'array' }));
 }
+
+/**
+ * A validator for JSON Schemas written by users (a task's `outputSchema`), built from the same
+ * setup with safer options: refs are compiled as calls, never inlined (inlining copies a
+ * referenced schema at each use, so a small schema could compile into megabytes of code);
+ * nothing is added to the data (no defaults, no coercion); the first problem ends validation;
+ * schemas compiled are not kept in the instance. No schema is ever loaded from elsewhere (there
+ * is no `loadSchema`), so a remote `$ref` does not compile. Compile and validate such schemas
+ * only in a thread with a time limit (lib/json-schema-check.ts): a schema can make either slow.
+ */
+export function newUntrustedSchemaAjv(): Ajv {
+  return addFormats(
+    new Ajv({
+      ...COMMON,
+      allErrors: false,
+      useDefaults: false,
+      coerceTypes: false,
+      inlineRefs: false,
+      addUsedSchema: false,
+      // An unknown format is ignored, as strict: false says, without a line on the console.
+      logger: false,
+    }),
+  );
+}

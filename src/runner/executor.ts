@@ -31,7 +31,9 @@ export interface RunJob {
  * - provider_error: the model provider refused or failed after retries;
  * - step_limit: the model was still calling tools when the run's step limit was reached;
  * - output_limit: an answer calling tools passed the limit of an answer and was stopped;
- * - timeout: the run exceeded its time limit.
+ * - timeout: the run exceeded its time limit;
+ * - cost_limit: the run reached its task's maxCostCentsPerRun (or could not pay for a call);
+ * - output_check: the final output failed the task's outputSchema or requiredTools.
  */
 export type RunErrorType =
   | 'not_configured'
@@ -40,11 +42,21 @@ export type RunErrorType =
   | 'provider_error'
   | 'step_limit'
   | 'output_limit'
-  | 'timeout';
+  | 'timeout'
+  | 'cost_limit'
+  | 'output_check';
 
 export type RunResult =
   | { ok: true; output: string; tokensUsed: number; costCents: number }
-  | { ok: false; errorType: RunErrorType; message: string; tokensUsed: number; costCents: number };
+  | {
+      ok: false;
+      errorType: RunErrorType;
+      message: string;
+      tokensUsed: number;
+      costCents: number;
+      /** What the model produced, when the run failed a check after answering (recorded all the same). */
+      output?: string | undefined;
+    };
 
 /**
  * Executes a run. Expected failures are returned as values; `signal` aborts the execution when

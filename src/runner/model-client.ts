@@ -13,6 +13,7 @@ import type {
   ChatCompletionMessageParam,
   ChatCompletionTool,
 } from 'openai/resources/chat/completions';
+import type { ResponseFormatJSONSchema } from 'openai/resources/shared';
 import type { Config } from '../config.ts';
 import { capResponse, formatBytes, tooLargeIn } from './capped-response.ts';
 import { AnswerBuilder, type AnswerLimit, modelEventBytes, type WireUsage } from './model-answer.ts';
@@ -44,11 +45,18 @@ export type ModelStep =
     }
   | { ok: false; errorType: 'provider_error' | 'timeout'; message: string };
 
+export interface ModelRequest {
+  model: string;
+  messages: ChatCompletionMessageParam[];
+  tools: ChatCompletionTool[];
+  /** `max_tokens` of this call (a run's cost cap may lower it); else SVC_MAX_OUTPUT_TOKENS. */
+  maxTokens?: number | undefined;
+  /** Structured output: the answer as JSON matching a schema (models whose catalog entry says so). */
+  responseFormat?: ResponseFormatJSONSchema | undefined;
+}
+
 export interface ModelClient {
-  step(
-    request: { model: string; messages: ChatCompletionMessageParam[]; tools: ChatCompletionTool[] },
-    signal: AbortSignal,
-  ): Promise<ModelStep>;
+  step(request: ModelRequest, signal: AbortSignal): Promise<ModelStep>;
 }
 
 function usageOf(wire: WireUsage | undefined): StepUsage {
@@ -106,8 +114,9 @@ export function createModelClient(config: Config['model']): ModelClient | undefi
   });
 
   return {
-    async step({ model, messages, tools }, signal) {
+    async step({ model, messages, tools, maxTokens, responseFormat }, signal) {
       const answer = new AnswerBuilder(config.maxOutputChars);
+      const bound = maxTokens ?? (config.maxOutputTokens > 0 ? config.maxOutputTokens : undefined);
       let streaming = false;
       try {
         const stream = await untilAborted(
@@ -116,7 +125,8 @@ export function createModelClient(config: Config['model']): ModelClient | undefi
               model,
               messages,
               ...(tools.length > 0 && { tools }),
-              ...(config.maxOutputTokens > 0 && { max_tokens: config.maxOutputTokens }),
+              ...(bound !== undefined && { max_tokens: bound }),
+              ...(responseFormat && { response_format: responseFormat }),
               stream: true,
               stream_options: { include_usage: true },
             },

@@ -8,10 +8,12 @@ import type {
 import type { Config } from '../config.ts';
 import { catalogCostCents, type ModelCatalog } from '../domain/models.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
+import { RunBudget } from './cost-cap.ts';
 import type { RunErrorType, RunExecutor, RunJob, RunResult } from './executor.ts';
 import { type AnswerLimits, markedOutput, modelEventBytes, stoppedMessage } from './model-answer.ts';
-import { createModelClient, type ModelClient, type StepUsage } from './model-client.ts';
-import { assembleMessages, missingRequiredSources } from './prompt.ts';
+import { createModelClient, type ModelClient, type ModelRequest, type StepUsage } from './model-client.ts';
+import { outputCheckError } from './output-checks.ts';
+import { assembleMessages, missingRequiredSources, outputSchemaInstruction } from './prompt.ts';
 import { openRunSources } from './run-sources.ts';
 import { Toolbox } from './toolbox.ts';
 import type { ConnectErrorType } from './tools/types.ts';
@@ -31,7 +33,8 @@ const failure = (
   errorType: RunErrorType,
   message: string,
   totals: Totals = { tokensUsed: 0, costCents: 0 },
-) => ({ ok: false, errorType, message, ...totals }) satisfies RunResult;
+  output?: string | null,
+) => ({ ok: false, errorType, message, ...totals, ...(output && { output }) }) satisfies RunResult;
 
 /** How a source that would not connect fails the run. */
 function sourceFailure(errorType: ConnectErrorType): RunErrorType {
@@ -84,6 +87,11 @@ export function modelExecutor(deps: ExecutorDeps): RunExecutor {
         );
       }
 
+      const cap = task.max_cost_cents_per_run === null ? null : Number(task.max_cost_cents_per_run);
+      const budget = new RunBudget(cap, model, deps.config.model.maxOutputTokens);
+      // A cap of 0 pays for nothing: no source is connected, no model asked.
+      if (cap === 0) return failure('cost_limit', budget.unaffordable(0, 0));
+
       const messages: ChatCompletionMessageParam[] = assembleMessages(
         skills,
         task.prompt,
@@ -93,13 +101,25 @@ export function modelExecutor(deps: ExecutorDeps): RunExecutor {
         job.run.replay_context_at ?? job.startedAt,
         job.run.slot_at ?? job.run.replay_slot_at,
       );
+      const schema = task.output_schema;
+      const structured = schema !== null && model.supportsStructuredOutput === true;
+      // Without structured output the schema is asked for in words, just before the prompt.
+      if (schema && !structured) messages.splice(-1, 0, outputSchemaInstruction(schema));
       const opened = sources.length > 0 ? await openRunSources(deps, sources, signal) : undefined;
       if (opened && !opened.ok) return failure(sourceFailure(opened.errorType), opened.message);
       try {
         const tooMany = opened?.toolbox.boundsProblem();
         if (tooMany) return failure('invalid_task', tooMany);
-        return await toolLoop(client, {
+        const toolbox = opened?.toolbox ?? new Toolbox();
+        const result = await toolLoop(client, {
           routerModelId: model.routerModelId,
+          budget,
+          ...(structured && {
+            responseFormat: {
+              type: 'json_schema',
+              json_schema: { name: 'run_output', schema, strict: false },
+            },
+          }),
           cost: (usage) =>
             usage.costUsd !== undefined
               ? usage.costUsd * 100
@@ -111,9 +131,16 @@ export function modelExecutor(deps: ExecutorDeps): RunExecutor {
           },
           record: job.recordUsage,
           messages,
-          toolbox: opened?.toolbox ?? new Toolbox(),
+          toolbox,
           signal,
         });
+        if (!result.ok) return result;
+        const checkFailed = await outputCheckError(task, result.output, toolbox.calledTools());
+        if (checkFailed) {
+          const { tokensUsed, costCents } = result;
+          return failure('output_check', checkFailed, { tokensUsed, costCents }, result.output);
+        }
+        return result;
       } finally {
         await opened?.close();
       }
@@ -123,6 +150,9 @@ export function modelExecutor(deps: ExecutorDeps): RunExecutor {
 
 interface LoopInput {
   routerModelId: string;
+  /** The task's cost cap: each call's max_tokens, and where the loop stops. */
+  budget: RunBudget;
+  responseFormat?: ModelRequest['responseFormat'];
   /** Cents of one step: a provider-reported cost wins over the catalog's prices. */
   cost(usage: StepUsage): number;
   maxSteps: number;
@@ -138,9 +168,23 @@ async function toolLoop(client: ModelClient, input: LoopInput): Promise<RunResul
   const { messages, toolbox, signal } = input;
   const totals: Totals = { tokensUsed: 0, costCents: 0 };
   const tools = toolbox.definitions();
+  const { budget } = input;
+  /** The model's last text, kept on a run the cap stops. */
+  let lastText: string | null = null;
   try {
     for (let step = 1; step <= input.maxSteps; step++) {
-      const answer = await client.step({ model: input.routerModelId, messages, tools }, signal);
+      const next = budget.nextCall(totals.costCents, messages, tools);
+      if (!next.ok) return failure('cost_limit', next.message, totals, lastText);
+      const answer = await client.step(
+        {
+          model: input.routerModelId,
+          messages,
+          tools,
+          maxTokens: next.maxTokens,
+          responseFormat: input.responseFormat,
+        },
+        signal,
+      );
       if (!answer.ok) return failure(answer.errorType, answer.message, totals);
       const call = { tokensUsed: answer.usage.totalTokens, costCents: input.cost(answer.usage) };
       totals.tokensUsed += call.tokensUsed;
@@ -149,6 +193,8 @@ async function toolLoop(client: ModelClient, input: LoopInput): Promise<RunResul
       await input.record({ providerCallId: answer.providerCallId, ...call });
       // An answer that arrived as the run was stopped is recorded, never acted on.
       signal.throwIfAborted();
+      budget.answered(answer.usage, messages.length);
+      lastText = answer.message.content || lastText;
 
       const calls = (answer.message.tool_calls ?? []).filter(
         (c): c is Extract<ChatCompletionMessageToolCall, { type: 'function' }> => c.type === 'function',
@@ -156,9 +202,17 @@ async function toolLoop(client: ModelClient, input: LoopInput): Promise<RunResul
       const stopped = stoppedMessage(answer.limit, calls.length > 0, input.outputLimits);
       if (stopped) return failure('output_limit', stopped, totals);
       if (calls.length === 0) {
-        const output = markedOutput(answer.message.content ?? '', answer.limit, input.outputLimits);
+        const limits = { ...input.outputLimits, maxOutputTokens: next.maxTokens ?? 0 };
+        const output = markedOutput(answer.message.content ?? '', answer.limit, limits);
+        // Cut short by the max_tokens the cap left: the answer is incomplete because of the cap.
+        if (answer.limit === 'max_tokens' && next.capBinds)
+          return failure('cost_limit', budget.cutMessage(totals.costCents, next.maxTokens), totals, output);
         return { ok: true, output, ...totals };
       }
+      // The step that reached the cap is the last: its tool calls are not made (the model
+      // could not be asked about their results).
+      if (budget.reached(totals.costCents))
+        return failure('cost_limit', budget.reachedMessage(totals.costCents), totals, lastText);
 
       messages.push({ role: 'assistant', content: answer.message.content ?? null, tool_calls: calls });
       // The calls of one step are independent (the model asked for them together): run them at

@@ -78,3 +78,14 @@ export function missingRequiredSources(
       .map((slug) => ({ skill: skill.name, source: slug })),
   );
 }
+
+/**
+ * The instruction that asks for output matching a task's outputSchema, for a model that takes
+ * no schema in its request: a system message just before the task's prompt.
+ */
+export function outputSchemaInstruction(schema: Record<string, unknown>): ChatMessage {
+  return {
+    role: 'system',
+    content: `Answer with one JSON value that matches the JSON Schema below, and nothing else: no explanation, no Markdown code fence. Your answer is parsed as JSON and validated against the schema.\n\nJSON Schema:\n${JSON.stringify(schema)}`,
+  };
+}

@@ -35,6 +35,8 @@ interface Entry {
 
 export class Toolbox {
   readonly #entries = new Map<string, Entry>();
+  /** The offered names of the tools the model has called (a task's requiredTools are checked on them). */
+  readonly #called = new Set<string>();
 
   add(source: { slug: string; name: string }, connection: ToolConnection): void {
     for (const tool of connection.tools) {
@@ -47,6 +49,21 @@ export class Toolbox {
 
   get size(): number {
     return this.#entries.size;
+  }
+
+  /**
+   * The tools called so far, each under its offered name and its own: a call counts once the
+   * tool is invoked (its own error included), not a call of an unknown name or with arguments
+   * that are not a JSON object.
+   */
+  calledTools(): Set<string> {
+    const names = new Set<string>();
+    for (const name of this.#called) {
+      names.add(name);
+      const own = this.#entries.get(name)?.tool.name;
+      if (own) names.add(own);
+    }
+    return names;
   }
 
   /** Why these tools are too many or too large to offer in one run, or undefined. */
@@ -114,6 +131,7 @@ export class Toolbox {
     if (typeof args !== 'object' || args === null || Array.isArray(args)) {
       return { ok: false, text: 'Error: the arguments must be a JSON object' };
     }
+    this.#called.add(name);
     try {
       const outcome = await entry.connection.call(entry.tool.name, args as Record<string, unknown>, signal);
       return outcome.ok

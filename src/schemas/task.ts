@@ -1,6 +1,7 @@
 import { type Static, Type } from 'typebox';
 import { WEEKDAYS } from '../schedule/slots.ts';
 import { DateTime, Nullable, StringEnum, Uuid } from './common.ts';
+import { runCheckCreateFields, runCheckTaskFields, runCheckUpdateFields } from './run-checks.ts';
 import { Skill } from './skill.ts';
 import { Source } from './source.ts';
 
@@ -89,6 +90,7 @@ export const TaskCreateBody = Type.Object(
     destinations: Type.Optional(commonFields.destinations),
     skillIds: Type.Optional(commonFields.skillIds),
     sourceIds: Type.Optional(commonFields.sourceIds),
+    ...runCheckCreateFields,
   },
   { additionalProperties: false },
 );
@@ -113,6 +115,7 @@ export const TaskUpdateBody = Type.Object(
     destinations: Type.Optional(commonFields.destinations),
     skillIds: Type.Optional(commonFields.skillIds),
     sourceIds: Type.Optional(commonFields.sourceIds),
+    ...runCheckUpdateFields,
   },
   { additionalProperties: false },
 );
@@ -145,6 +148,7 @@ export const Task = Type.Object({
   timezone: Type.Optional(Type.String()),
   updatedAt: Type.Optional(DateTime),
   userId: Type.Optional(Type.String()),
+  ...runCheckTaskFields,
 });
 export type Task = Static<typeof Task>;
 

@@ -354,7 +354,8 @@ export class RunWorker {
     const finished = await this.#whileDatabaseReturns(run.id, signal, () =>
       recordRunEndAndQueueDeliveries(db, run.id, this.id, {
         status,
-        output: result.ok ? result.output : null,
+        // A run failed by a check keeps what the model produced, for its owner to see.
+        output: result.ok ? result.output : (result.output ?? null),
         error: result.ok ? null : result.message,
         completedAt: clock.statementNow(),
       }),

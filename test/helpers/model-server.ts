@@ -17,6 +17,7 @@ export interface ModelRequest {
     messages: SentMessage[];
     stream?: boolean;
     max_tokens?: number;
+    response_format?: { type: string; json_schema?: { name: string; schema?: unknown; strict?: boolean } };
     tools?: { type: string; function: { name: string; description?: string; parameters?: unknown } }[];
   };
 }

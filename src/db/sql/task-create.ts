@@ -1,6 +1,12 @@
 import type { Queryable } from '../db.ts';
 import type { OrganizationRow } from './organizations.ts';
-import type { DestinationRow, TaskFields, TaskRow, TaskWithLinks } from './tasks.ts';
+import {
+  type DestinationRow,
+  jsonParam,
+  type TaskFields,
+  type TaskRow,
+  type TaskWithLinks,
+} from './tasks.ts';
 
 export interface NewTaskLinks {
   skillIds: readonly string[];
@@ -162,6 +168,9 @@ export async function createTasks(
       taskPromptBytes: caps.taskPromptBytes,
       destinations: caps.destinations,
     }),
+    rows.map((r) => r.max_cost_cents_per_run),
+    rows.map((r) => jsonParam(r.output_schema)),
+    rows.map((r) => jsonParam(r.required_tools)),
   ]);
   return tasks.map((t, i) => resultOf(t, results[i]));
 }
@@ -213,7 +222,8 @@ function resultOf(input: NewTask, result: CreateResultRow | undefined): CreatedT
 
 // Built once: the Db seam names prepared statements by their text. Parameters: $1–$19 the
 // tasks, one array element per task; $20 whether each wakes the schedulers; $21–$29 the
-// attachments, flattened; $30 the plans' limits; $31 the service's caps.
+// attachments, flattened; $30 the plans' limits; $31 the service's caps; $32–$34 the run
+// checks of each task.
 const CREATE_TASKS = `
   WITH input AS MATERIALIZED (
     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
@@ -224,6 +234,9 @@ const CREATE_TASKS = `
                            cron_expression, schedule_time, schedule_days, timezone, delivery_email,
                            delivery_email_address, delivery_sms, delivery_phone_number, user_id,
                            next_run_at, updated_at, wake, ord)
+  ), checks_in AS MATERIALIZED (
+    SELECT * FROM unnest($32::numeric[], $33::json[], $34::jsonb[])
+      WITH ORDINALITY AS c(max_cost_cents_per_run, output_schema, required_tools, ord)
   ), skills_in AS MATERIALIZED (
     SELECT u.item, u.id, row_number() OVER (PARTITION BY u.item ORDER BY u.ord) AS position
       FROM unnest($21::int[], $22::uuid[]) WITH ORDINALITY AS u(item, id, ord)
@@ -273,12 +286,13 @@ const CREATE_TASKS = `
     INSERT INTO tasks (id, organization_id, created_at, name, prompt, model, schedule, status,
                        cron_expression, schedule_time, schedule_days, timezone, delivery_email,
                        delivery_email_address, delivery_sms, delivery_phone_number, user_id,
-                       next_run_at, updated_at)
+                       next_run_at, updated_at, max_cost_cents_per_run, output_schema, required_tools)
     SELECT a.id, a.organization_id, a.created_at, a.name, a.prompt, a.model, a.schedule, a.status,
            a.cron_expression, a.schedule_time, string_to_array(a.schedule_days, ','), a.timezone,
            a.delivery_email, a.delivery_email_address, a.delivery_sms, a.delivery_phone_number,
-           a.user_id, a.next_run_at, a.updated_at
-      FROM accepted a ORDER BY a.ord
+           a.user_id, a.next_run_at, a.updated_at, c.max_cost_cents_per_run, c.output_schema,
+           c.required_tools
+      FROM accepted a JOIN checks_in c ON c.ord = a.ord ORDER BY a.ord
     RETURNING *
   ), skills AS (
     INSERT INTO task_skills (task_id, skill_id, position)

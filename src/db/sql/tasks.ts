@@ -22,6 +22,10 @@ export interface TaskRow {
   last_run_at: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** The run checks (migration 0016): a cost cap, an output JSON Schema, required tools. */
+  max_cost_cents_per_run: number | null;
+  output_schema: Record<string, unknown> | null;
+  required_tools: string[] | null;
 }
 
 export interface DestinationRow {
@@ -88,9 +92,15 @@ const TASK_COLUMNS = [
   'user_id',
   'next_run_at',
   'updated_at',
+  'max_cost_cents_per_run',
+  'output_schema',
+  'required_tools',
 ] as const satisfies readonly (keyof TaskFields)[];
 
-const values = (f: TaskFields) => TASK_COLUMNS.map((c) => f[c]);
+/** jsonb columns travel as JSON text (the drivers would send a JavaScript array as a PostgreSQL array). */
+export const jsonParam = (value: unknown) => (value === null ? null : JSON.stringify(value));
+const JSON_COLUMNS: ReadonlySet<string> = new Set(['output_schema', 'required_tools']);
+const values = (f: TaskFields) => TASK_COLUMNS.map((c) => (JSON_COLUMNS.has(c) ? jsonParam(f[c]) : f[c]));
 
 const UPDATE_TASK = `UPDATE tasks SET ${TASK_COLUMNS.map((c, i) => `${c} = $${i + 3}`).join(', ')}
   WHERE organization_id = $1 AND id = $2`;

@@ -12,6 +12,7 @@ import {
 import { SCHEDULES, type Task } from '../../schemas/task.ts';
 import { type Html, html } from '../html.ts';
 import { fieldLabel, when } from '../page-kit.ts';
+import { RUN_CHECK_LABELS } from './task-run-checks.ts';
 export const DAY_ABBR: Record<Weekday, string> = {
   monday: 'Mon',
   tuesday: 'Tue',
@@ -159,6 +160,7 @@ export function scheduleOfTask(task: Task): ScheduleInput {
 
 /** The form's field labels by request path, for problem lists. */
 export const TASK_LABELS: Record<string, string> = {
+  ...RUN_CHECK_LABELS,
   name: 'Name',
   prompt: 'Prompt',
   model: 'Model',

@@ -39,6 +39,17 @@ import {
 } from '../page-kit.ts';
 import type { WebScope } from '../plugin.ts';
 import {
+  NO_RUN_CHECKS,
+  type RunCheckValues,
+  runCheckCreateFields,
+  runCheckFieldset,
+  runCheckPatchFields,
+  runCheckRows,
+  runCheckValuesOfForm,
+  runCheckValuesOfTask,
+  withRunCheckProblems,
+} from './task-run-checks.ts';
+import {
   DAY_ABBR,
   MODE_LABELS,
   MODES,
@@ -68,6 +79,7 @@ interface TaskValues extends ScheduleInput {
   skillIds: string[];
   sourceIds: string[];
   destinations: DestinationValues[];
+  checks: RunCheckValues;
 }
 
 function valuesOfTask(task: Task): TaskValues {
@@ -83,6 +95,7 @@ function valuesOfTask(task: Task): TaskValues {
       value: d.value,
       label: d.label ?? '',
     })),
+    checks: runCheckValuesOfTask(task),
   };
 }
 
@@ -99,6 +112,7 @@ function newTaskValues(deps: Deps): TaskValues {
     skillIds: [],
     sourceIds: [],
     destinations: [],
+    checks: NO_RUN_CHECKS,
   };
 }
 
@@ -134,6 +148,7 @@ function valuesOfForm(form: FormBody): TaskValues {
     skillIds: fields(form, 'skillIds'),
     sourceIds: fields(form, 'sourceIds'),
     destinations,
+    checks: runCheckValuesOfForm(form),
   };
 }
 
@@ -153,7 +168,7 @@ function createBodyOf(v: TaskValues, organizationId: string): Record<string, unk
   if (v.skillIds.length > 0) body.skillIds = v.skillIds;
   if (v.sourceIds.length > 0) body.sourceIds = v.sourceIds;
   if (v.destinations.length > 0) body.destinations = destinationBodies(v.destinations);
-  return body;
+  return Object.assign(body, runCheckCreateFields(v.checks));
 }
 
 /**
@@ -185,7 +200,7 @@ function patchOf(deps: Deps, v: TaskValues, task: Task): Record<string, unknown>
   const destinations = destinationBodies(v.destinations);
   const stored = destinationBodies(valuesOfTask(task).destinations);
   if (JSON.stringify(destinations) !== JSON.stringify(stored)) patch.destinations = destinations;
-  return patch;
+  return Object.assign(patch, runCheckPatchFields(v.checks, task));
 }
 
 let timezoneOptions: Html | undefined;
@@ -314,6 +329,7 @@ ${problemsFlash(err, TASK_LABELS)}
     )}
     </tbody></table></div>
   </fieldset>
+  ${runCheckFieldset(v.checks, err)}
   <div class="row"><button type="submit">${task ? 'Save task' : 'Create task'}</button>
     <a class="button secondary" href="${task ? `/dashboard/tasks/${task.id}` : '/dashboard/tasks'}">Cancel</a></div>
 </form>
@@ -357,6 +373,7 @@ async function taskPage(deps: Deps, viewer: Viewer, task: Task, flash: Flash): P
   <tr><th scope="row">Skills</th><td>${(task.skillIds ?? []).length ? (task.skillIds ?? []).map((id, i) => html`${i ? ', ' : ''}<a href="/dashboard/skills/${id}">${skillById.get(id)?.name ?? id}</a>`) : html`<span class="muted">none</span>`}</td></tr>
   <tr><th scope="row">Sources</th><td>${(task.sourceIds ?? []).length ? (task.sourceIds ?? []).map((id, i) => html`${i ? ', ' : ''}<a href="/dashboard/sources/${id}">${sourceById.get(id)?.name ?? id}</a>`) : html`<span class="muted">none</span>`}</td></tr>
   <tr><th scope="row">Destinations</th><td>${(task.destinations ?? []).length ? html`<ul>${(task.destinations ?? []).map((d) => html`<li>${d.type}: ${d.value}${d.label ? html` <span class="muted">(${d.label})</span>` : ''}</li>`)}</ul>` : html`<span class="muted">none</span>`}</td></tr>
+  ${runCheckRows(task)}
 </tbody></table></div>
 <h2>Prompt</h2>
 <div class="output pre-wrap">${task.prompt}</div>
@@ -452,7 +469,7 @@ export function taskPages(scope: WebScope, deps: Deps): void {
           preview: schedulePreview(values, deps.clock.now()),
         }),
       );
-    const invalidBody = schemaProblems(TaskCreateBody, body);
+    const invalidBody = withRunCheckProblems(schemaProblems(TaskCreateBody, body), values.checks);
     if (invalidBody) return again(withDetails(invalidBody, scheduleProblems(values)));
     try {
       const task = await createTask(deps, viewer.organizationId, body as TaskCreateBody);
@@ -499,7 +516,7 @@ export function taskPages(scope: WebScope, deps: Deps): void {
           preview: schedulePreview(values, deps.clock.now()),
         }),
       );
-    const invalidBody = schemaProblems(TaskUpdateBody, patch);
+    const invalidBody = withRunCheckProblems(schemaProblems(TaskUpdateBody, patch), values.checks);
     if (invalidBody) return again(withDetails(invalidBody, scheduleProblems(values)));
     try {
       await updateOrganizationTask(deps, viewer.organizationId, task.id, patch as TaskUpdateBody);
