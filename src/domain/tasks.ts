@@ -3,6 +3,7 @@ import { notify } from '../db/sql/notify.ts';
 import { insertRun, type RunRow } from '../db/sql/runs.ts';
 import { type ForeignLink, foreignLinks, lockTasksLimit } from '../db/sql/task-create.ts';
 import {
+  clearAutoPause,
   deleteTask,
   findTask,
   hasRunInFlight,
@@ -11,6 +12,7 @@ import {
   replaceTaskDestinations,
   replaceTaskSkills,
   replaceTaskSources,
+  TASK_SETTING_DEFAULTS,
   type TaskFields,
   type TaskWithLinks,
   updateTask,
@@ -68,6 +70,10 @@ export function taskView(row: TaskWithLinks): Task {
   if (row.delivery_sms !== null) task.deliverySms = row.delivery_sms;
   if (row.delivery_phone_number !== null) task.deliveryPhoneNumber = row.delivery_phone_number;
   if (row.user_id !== null) task.userId = row.user_id;
+  task.autoPauseAfterFailures = row.auto_pause_after_failures;
+  task.deliverOn = row.deliver_on;
+  task.consecutiveFailures = row.consecutive_failures;
+  if (row.paused_reason !== null) task.pausedReason = row.paused_reason;
   return task;
 }
 
@@ -184,6 +190,8 @@ export async function createTask(deps: Deps, organizationId: string, body: TaskC
     user_id: null,
     next_run_at: null,
     updated_at: now,
+    auto_pause_after_failures: body.autoPauseAfterFailures ?? TASK_SETTING_DEFAULTS.auto_pause_after_failures,
+    deliver_on: body.deliverOn ?? TASK_SETTING_DEFAULTS.deliver_on,
   };
   checkRules(deps, fields, body.destinations, true);
   pinWeekday(fields, now);
@@ -265,6 +273,8 @@ export async function updateOrganizationTask(
       user_id: current.user_id,
       next_run_at: current.next_run_at,
       updated_at: now,
+      auto_pause_after_failures: patch.autoPauseAfterFailures ?? current.auto_pause_after_failures,
+      deliver_on: patch.deliverOn ?? current.deliver_on,
     };
     checkRules(
       deps,
@@ -292,6 +302,7 @@ export async function updateOrganizationTask(
 
     await checkOwnership(tx, organizationId, patch);
     await updateTask(tx, organizationId, id, next);
+    if (resumed) await clearAutoPause(tx, id);
     if (patch.skillIds) await replaceTaskSkills(tx, id, patch.skillIds);
     if (patch.sourceIds) await replaceTaskSources(tx, id, patch.sourceIds);
     if (patch.destinations) await replaceTaskDestinations(tx, id, destinationRows(patch.destinations), now);

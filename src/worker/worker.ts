@@ -316,12 +316,14 @@ export class RunWorker {
     if (!result) throw new Error('the executor returned no result without being aborted');
     const status = result.ok ? 'completed' : 'failed';
     const finished = await this.#whileDatabaseReturns(run.id, signal, () =>
-      recordRunEndAndQueueDeliveries(db, run.id, this.id, {
-        status,
-        output: result.ok ? result.output : null,
-        error: result.ok ? null : result.message,
-        completedAt: statementTime(clock),
-      }),
+      db.transaction((tx) =>
+        recordRunEndAndQueueDeliveries(tx, run.id, this.id, {
+          status,
+          output: result.ok ? result.output : null,
+          error: result.ok ? null : result.message,
+          completedAt: statementTime(clock),
+        }),
+      ),
     );
     if (!finished) {
       if (await settleDeletedRun(db, run.id, status)) {

@@ -22,6 +22,13 @@ export interface TaskRow {
   last_run_at: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** Consecutive failed runs that pause the task (0: never); what its runs are delivered on. */
+  auto_pause_after_failures: number;
+  deliver_on: 'always' | 'change' | 'failure';
+  /** Kept by the statement that records a run's end (run-queue.ts); cleared on resuming. */
+  consecutive_failures: number;
+  paused_reason: string | null;
+  last_delivered_run_id: string | null;
 }
 
 export interface DestinationRow {
@@ -68,8 +75,22 @@ export function listTasks(db: Queryable, organizationId: string): Promise<TaskWi
   return db.query<TaskWithLinks>(LIST_TASKS, [organizationId]);
 }
 
+/** A task's failure and delivery settings (autoPauseAfterFailures, deliverOn). */
+export type TaskSettings = Pick<TaskRow, 'auto_pause_after_failures' | 'deliver_on'>;
+/** The settings of a task created without them (as the columns' defaults, migration 0015). */
+export const TASK_SETTING_DEFAULTS: TaskSettings = { auto_pause_after_failures: 5, deliver_on: 'always' };
+
 /** Columns a create or update may write, in the order of TASK_COLUMNS. */
-export type TaskFields = Omit<TaskRow, 'id' | 'organization_id' | 'created_at' | 'last_run_at'>;
+export type TaskFields = Omit<
+  TaskRow,
+  | 'id'
+  | 'organization_id'
+  | 'created_at'
+  | 'last_run_at'
+  | 'consecutive_failures'
+  | 'paused_reason'
+  | 'last_delivered_run_id'
+>;
 
 const TASK_COLUMNS = [
   'name',
@@ -88,6 +109,8 @@ const TASK_COLUMNS = [
   'user_id',
   'next_run_at',
   'updated_at',
+  'auto_pause_after_failures',
+  'deliver_on',
 ] as const satisfies readonly (keyof TaskFields)[];
 
 const values = (f: TaskFields) => TASK_COLUMNS.map((c) => f[c]);
@@ -243,4 +266,9 @@ export async function hasRunInFlight(db: Queryable, taskId: string): Promise<boo
     [taskId],
   );
   return rows.length > 0;
+}
+
+/** Resuming a task starts its count of failed runs afresh and drops the reason it paused itself. */
+export async function clearAutoPause(db: Queryable, id: string): Promise<void> {
+  await db.query('UPDATE tasks SET consecutive_failures = 0, paused_reason = NULL WHERE id = $1', [id]);
 }
