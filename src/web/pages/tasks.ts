@@ -50,6 +50,16 @@ import {
   scheduleProblems,
   TASK_LABELS,
 } from './task-schedule.ts';
+import {
+  newUnattendedValues,
+  type UnattendedValues,
+  unattendedBody,
+  unattendedFieldset,
+  unattendedPatch,
+  unattendedSection,
+  unattendedValuesOfForm,
+  unattendedValuesOfTask,
+} from './task-unattended.ts';
 
 /** Rows of the destination table beyond the task's own. */
 const EXTRA_DESTINATION_ROWS = 3;
@@ -68,6 +78,7 @@ interface TaskValues extends ScheduleInput {
   skillIds: string[];
   sourceIds: string[];
   destinations: DestinationValues[];
+  unattended: UnattendedValues;
 }
 
 function valuesOfTask(task: Task): TaskValues {
@@ -83,6 +94,7 @@ function valuesOfTask(task: Task): TaskValues {
       value: d.value,
       label: d.label ?? '',
     })),
+    unattended: unattendedValuesOfTask(task),
   };
 }
 
@@ -99,6 +111,7 @@ function newTaskValues(deps: Deps): TaskValues {
     skillIds: [],
     sourceIds: [],
     destinations: [],
+    unattended: newUnattendedValues(),
   };
 }
 
@@ -134,6 +147,7 @@ function valuesOfForm(form: FormBody): TaskValues {
     skillIds: fields(form, 'skillIds'),
     sourceIds: fields(form, 'sourceIds'),
     destinations,
+    unattended: unattendedValuesOfForm(form),
   };
 }
 
@@ -153,7 +167,7 @@ function createBodyOf(v: TaskValues, organizationId: string): Record<string, unk
   if (v.skillIds.length > 0) body.skillIds = v.skillIds;
   if (v.sourceIds.length > 0) body.sourceIds = v.sourceIds;
   if (v.destinations.length > 0) body.destinations = destinationBodies(v.destinations);
-  return body;
+  return Object.assign(body, unattendedBody(v.unattended));
 }
 
 /**
@@ -185,7 +199,7 @@ function patchOf(deps: Deps, v: TaskValues, task: Task): Record<string, unknown>
   const destinations = destinationBodies(v.destinations);
   const stored = destinationBodies(valuesOfTask(task).destinations);
   if (JSON.stringify(destinations) !== JSON.stringify(stored)) patch.destinations = destinations;
-  return patch;
+  return Object.assign(patch, unattendedPatch(v.unattended, task));
 }
 
 let timezoneOptions: Html | undefined;
@@ -314,6 +328,7 @@ ${problemsFlash(err, TASK_LABELS)}
     )}
     </tbody></table></div>
   </fieldset>
+  ${unattendedFieldset(v.unattended, err)}
   <div class="row"><button type="submit">${task ? 'Save task' : 'Create task'}</button>
     <a class="button secondary" href="${task ? `/dashboard/tasks/${task.id}` : '/dashboard/tasks'}">Cancel</a></div>
 </form>
@@ -329,10 +344,11 @@ const runNowButton = (viewer: Viewer, task: Task, secondary = false) =>
 
 async function taskPage(deps: Deps, viewer: Viewer, task: Task, flash: Flash): Promise<string> {
   const org = viewer.organizationId;
-  const [skills, sources, runs] = await Promise.all([
+  const [skills, sources, runs, unattended] = await Promise.all([
     listSkills(deps, org),
     listSources(deps, org),
     listTaskRuns(deps, org, task.id, 20),
+    unattendedSection(deps, viewer, task),
   ]);
   const tz = task.timezone ?? 'UTC';
   const model = deps.models.find(task.model);
@@ -358,6 +374,7 @@ async function taskPage(deps: Deps, viewer: Viewer, task: Task, flash: Flash): P
   <tr><th scope="row">Sources</th><td>${(task.sourceIds ?? []).length ? (task.sourceIds ?? []).map((id, i) => html`${i ? ', ' : ''}<a href="/dashboard/sources/${id}">${sourceById.get(id)?.name ?? id}</a>`) : html`<span class="muted">none</span>`}</td></tr>
   <tr><th scope="row">Destinations</th><td>${(task.destinations ?? []).length ? html`<ul>${(task.destinations ?? []).map((d) => html`<li>${d.type}: ${d.value}${d.label ? html` <span class="muted">(${d.label})</span>` : ''}</li>`)}</ul>` : html`<span class="muted">none</span>`}</td></tr>
 </tbody></table></div>
+${unattended}
 <h2>Prompt</h2>
 <div class="output pre-wrap">${task.prompt}</div>
 <h2>Runs</h2>
