@@ -214,6 +214,55 @@ describe('unattended runs', () => {
     assert.notEqual(resumed.body.nextRunAt, null);
   });
 
+  test('pausedReason stays within 500 characters however long the last error is', async () => {
+    const task = await scriptedTask(
+      [{ status: 400, error: `Bad request: ${'very long reason '.repeat(200)}` }],
+      {
+        autoPauseAfterFailures: 1,
+      },
+    );
+    const run = await runSettled(task.id);
+    assert.ok(run.error.length > 500, `the error is long enough to be cut (${run.error.length})`);
+    const paused = await getTask(task.id);
+    assert.equal(paused.status, 'paused');
+    assert.equal(paused.pausedReason.length, 500);
+    assert.ok(
+      paused.pausedReason.startsWith('Paused after 1 consecutive failed runs; the last failed with: '),
+    );
+  });
+
+  test('queueing a notice keeps at most the newest 100 finished notice jobs of the task', async () => {
+    const hook = await receiver();
+    const task = await newTask(svc, org, { destinations: [{ type: 'webhook', value: hook.url }] });
+    const db = svc.testDb.db;
+    await db.query(
+      `INSERT INTO deliveries (id, organization_id, run_id, task_id, kind, payload, channel, target, position,
+                               status, created_at, updated_at)
+       SELECT gen_random_uuid(), $2, NULL, $1, 'task.paused', '{}'::jsonb, 'webhook', 'https://old.example', 1,
+              'delivered', now() - make_interval(mins => g), now()
+         FROM generate_series(1, 120) AS g`,
+      [task.id, org.organizationId],
+    );
+    await db.transaction((tx) =>
+      tellTaskDestinations(tx, svc.service.deps.clock, task.id, {
+        kind: 'task.cost_limit_reached',
+        payload: {
+          limitCents: 100,
+          costCents: 100,
+          periodStart: '2030-01-01T00:00:00Z',
+          periodEnd: '2030-02-01T00:00:00Z',
+        },
+      }),
+    );
+    const [kept] = await db.query<{ finished: number; queued: number }>(
+      `SELECT count(*) FILTER (WHERE kind = 'task.paused')::int AS finished,
+              count(*) FILTER (WHERE kind = 'task.cost_limit_reached')::int AS queued
+         FROM deliveries WHERE task_id = $1`,
+      [task.id],
+    );
+    assert.deepEqual(kept, { finished: 100, queued: 1 });
+  });
+
   test('autoPauseAfterFailures 0 never pauses the task, however many runs fail', async () => {
     const task = await scriptedTask([FAIL, FAIL, FAIL], { autoPauseAfterFailures: 0 });
     for (let i = 0; i < 3; i++) await runSettled(task.id);
