@@ -424,14 +424,10 @@ describe('unattended runs', () => {
       periodStart: '2030-01-01T00:00:00.000Z',
       periodEnd: '2030-02-01T00:00:00.000Z',
     };
-    const queued = await svc.testDb.db.transaction(async (tx) => {
-      const n = await tellTaskDestinations(tx, svc.service.deps.clock, task.id, {
-        kind: 'task.cost_limit_reached',
-        payload,
-      });
-      await tx.query("SELECT pg_notify('svc_deliveries', '')");
-      return n;
-    });
+    // Queueing wakes the dispatchers itself (their poll is a minute: the wait below would time out).
+    const queued = await svc.testDb.db.transaction((tx) =>
+      tellTaskDestinations(tx, svc.service.deps.clock, task.id, { kind: 'task.cost_limit_reached', payload }),
+    );
     assert.equal(queued, 2);
     const event = await waitFor('the cost limit webhook', async () => events(hook)[0]);
     assert.equal(event.type, 'task.cost_limit_reached');
