@@ -409,6 +409,51 @@ describe('unattended runs', () => {
     assert.deepEqual(jobs.map((j) => j.status).sort(), ['pending', 'suppressed'].sort());
   });
 
+  test('two failed runs of a task set to 2 ending at once pause it once, with one notice', async () => {
+    const hook = await receiver();
+    const task = await newTask(svc, org, {
+      autoPauseAfterFailures: 2,
+      destinations: [{ type: 'webhook', value: hook.url }],
+    });
+    const db = svc.testDb.db;
+    const now = new Date();
+    const ids = [randomUUID(), randomUUID()];
+    for (const id of ids) {
+      await insertRun(db, {
+        id,
+        organizationId: org.organizationId,
+        taskId: task.id,
+        slotAt: null,
+        trigger: 'manual',
+        now,
+      });
+    }
+    await db.query(`UPDATE runs SET status = 'running', started_at = $2 WHERE id = ANY($1::uuid[])`, [
+      ids,
+      now,
+    ]);
+    await Promise.all(
+      ids.map((id) =>
+        db.transaction((tx) =>
+          recordRunEndAndQueueDeliveries(tx, id, null, {
+            status: 'failed',
+            output: null,
+            error: 'boom',
+            completedAt: now,
+          }),
+        ),
+      ),
+    );
+    const paused = await getTask(task.id);
+    assert.equal(paused.status, 'paused');
+    assert.equal(paused.consecutiveFailures, 2);
+    const notices = await noticeJobs(task.id);
+    assert.deepEqual(
+      notices.map((n) => n.kind),
+      ['task.paused'],
+    );
+  });
+
   test('a task.cost_limit_reached notice queued through the notice function reaches the webhook and e-mail destinations', async () => {
     const hook = await receiver();
     const task = await newTask(svc, org, {
