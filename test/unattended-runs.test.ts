@@ -348,6 +348,26 @@ describe('unattended runs', () => {
     );
   });
 
+  test('a task switched to deliverOn change compares with the output it last sent before the switch', async () => {
+    const hook = await receiver();
+    const task = await scriptedTask([{ content: 'Unchanged news' }, { content: 'Unchanged   news\n' }], {
+      destinations: [{ type: 'webhook', value: hook.url }],
+    });
+    const sent = await runSettled(task.id);
+    assert.equal(sent.deliveryStatus, 'delivered');
+    const patched = await svc.call({
+      method: 'PATCH',
+      url: `/api/svc/tasks/${task.id}`,
+      key: org.apiKey,
+      body: { deliverOn: 'change' },
+    });
+    assert.equal(patched.status, 200, patched.raw);
+    const same = await runSettled(task.id);
+    assert.equal(same.deliveryStatus, undefined);
+    assert.equal(same.deliveries[0].status, 'suppressed');
+    assert.equal(hook.requests.length, 1);
+  });
+
   test('deliverOn failure sends only failed runs', async () => {
     const hook = await receiver();
     const task = await scriptedTask([{ content: 'all good' }, FAIL], {

@@ -12,6 +12,7 @@ import {
   replaceTaskDestinations,
   replaceTaskSkills,
   replaceTaskSources,
+  setLastDeliveredRun,
   TASK_SETTING_DEFAULTS,
   type TaskFields,
   type TaskWithLinks,
@@ -303,6 +304,7 @@ export async function updateOrganizationTask(
     await checkOwnership(tx, organizationId, patch);
     await updateTask(tx, organizationId, id, next);
     if (resumed) await clearAutoPause(tx, id);
+    if (next.deliver_on === 'change' && current.deliver_on !== 'change') await setLastDeliveredRun(tx, id);
     if (patch.skillIds) await replaceTaskSkills(tx, id, patch.skillIds);
     if (patch.sourceIds) await replaceTaskSources(tx, id, patch.sourceIds);
     if (patch.destinations) await replaceTaskDestinations(tx, id, destinationRows(patch.destinations), now);

@@ -200,6 +200,11 @@ const normalised = (text: string) => `btrim(regexp_replace(${text}, '\\s+', ' ',
 const ONCE_DONE = `(e.run_trigger = 'schedule' AND t.status = 'active' AND t.schedule = 'once' AND t.cron_expression IS NULL)`;
 /** In the task's UPDATE: the run's failure takes the task to its autoPauseAfterFailures. */
 const PAUSES = `(t.status = 'active' AND t.auto_pause_after_failures > 0 AND e.failures >= t.auto_pause_after_failures)`;
+/**
+ * In the task's UPDATE: a completed run of a deliverOn `change` task is sent, so it becomes the
+ * output the task's next runs are compared with.
+ */
+const SENT_FOR_CHANGE = `(e.run_status = 'completed' AND t.deliver_on = 'change' AND e.deliver AND EXISTS (SELECT 1 FROM targets))`;
 /** The pausedReason, at most 500 characters (the error is cut, not the count). */
 const PAUSED_REASON = `left(format('Paused after %s consecutive failed runs; the last failed with: %s',
   e.failures, coalesce(nullif(btrim(e.run_error), ''), 'no reason was given')), 500)`;
@@ -253,9 +258,11 @@ const RECORD_RUN_END = `WITH targets AS (
               updated_at = CASE WHEN ${ONCE_DONE} OR ${PAUSES} THEN ${COMPLETED_AT} ELSE t.updated_at END,
               paused_reason = CASE WHEN NOT ${ONCE_DONE} AND ${PAUSES} THEN ${PAUSED_REASON} ELSE t.paused_reason END,
               consecutive_failures = e.failures,
-              last_delivered_run_id = CASE WHEN e.run_status = 'completed' AND e.deliver AND EXISTS (SELECT 1 FROM targets)
-                                           THEN e.run_id ELSE t.last_delivered_run_id END
-         FROM ended e WHERE t.id = e.task_id
+              last_delivered_run_id = CASE WHEN ${SENT_FOR_CHANGE} THEN e.run_id ELSE t.last_delivered_run_id END
+         FROM ended e
+        -- Only when something changes: most runs of most tasks leave the task's row as it was.
+        WHERE t.id = e.task_id
+          AND (${ONCE_DONE} OR ${PAUSES} OR e.failures <> t.consecutive_failures OR ${SENT_FOR_CHANGE})
        RETURNING t.id, t.paused_reason, t.consecutive_failures, e.run_id, e.run_error,
                  (t.status = 'paused' AND e.task_status = 'active') AS paused
      ), pruned AS (
@@ -268,6 +275,7 @@ const RECORD_RUN_END = `WITH targets AS (
                                       'lastRunId', p.run_id, 'lastError', coalesce(p.run_error, ''))`,
          at: COMPLETED_AT,
          from: 'task_end p',
+         targets: 'targets',
        })}
         WHERE p.paused
      ), queued AS (

@@ -48,8 +48,9 @@ export const MAX_KEPT_NOTICE_JOBS = 100;
 /**
  * The SQL that queues a notice to every target of a task. `task` is an SQL expression for the
  * task id, `kind` and `payload` SQL expressions (text, jsonb), `at` the time; `from` the
- * relation the values come from (one row per notice). Shared by queueTaskNotice and the
- * statement that records a run's end (a pause is decided and told in one statement).
+ * relation the values come from (one row per notice), and `targets` a relation of the task's
+ * targets (a CTE of deliveryTargets). Shared by queueTaskNotice and the statement that records
+ * a run's end (a pause is decided and told in one statement).
  */
 export const insertNoticeJobs = (o: {
   task: string;
@@ -57,15 +58,15 @@ export const insertNoticeJobs = (o: {
   payload: string;
   at: string;
   from: string;
+  targets: string;
 }) => `
   INSERT INTO deliveries (id, organization_id, run_id, task_id, kind, payload, destination_id, channel, target,
                           label, position, status, next_attempt_at, created_at, updated_at)
-  SELECT gen_random_uuid(), nt.organization_id, NULL, nt.id, ${o.kind}, ${o.payload}, targets.destination_id,
-         targets.channel, targets.target, targets.label, targets.position, 'pending', ${o.at}, ${o.at}, ${o.at}
+  SELECT gen_random_uuid(), nt.organization_id, NULL, nt.id, ${o.kind}, ${o.payload}, tg.destination_id,
+         tg.channel, tg.target, tg.label, tg.position, 'pending', ${o.at}, ${o.at}, ${o.at}
     FROM ${o.from}
     JOIN tasks nt ON nt.id = ${o.task}
-   -- Its own alias: the targets' subqueries name their tables t and d.
-   CROSS JOIN LATERAL (${deliveryTargets('nt.id')}) targets`;
+   CROSS JOIN ${o.targets} tg`;
 
 /** Deletes a task's finished notice jobs beyond the newest MAX_KEPT_NOTICE_JOBS. */
 export const pruneNoticeJobs = (task: string) => `
@@ -74,8 +75,9 @@ export const pruneNoticeJobs = (task: string) => `
      AND d.id NOT IN (SELECT k.id FROM deliveries k WHERE k.task_id = ${task}
                        ORDER BY k.created_at DESC, k.id DESC LIMIT ${MAX_KEPT_NOTICE_JOBS})`;
 
-const QUEUE_TASK_NOTICE = `WITH input AS (SELECT $1::uuid AS task_id), pruned AS (${pruneNoticeJobs('$1::uuid')}),
-  queued AS (${insertNoticeJobs({ task: 'input.task_id', kind: '$2::text', payload: '$3::jsonb', at: '$4::timestamptz', from: 'input' })}
+const QUEUE_TASK_NOTICE = `WITH input AS (SELECT $1::uuid AS task_id), targets AS (${deliveryTargets('$1::uuid')}),
+  pruned AS (${pruneNoticeJobs('$1::uuid')}),
+  queued AS (${insertNoticeJobs({ task: 'input.task_id', kind: '$2::text', payload: '$3::jsonb', at: '$4::timestamptz', from: 'input', targets: 'targets' })}
   RETURNING id)
   SELECT count(*)::int AS jobs, CASE WHEN count(*) > 0 THEN pg_notify('svc_deliveries', '') END AS woke FROM queued`;
 

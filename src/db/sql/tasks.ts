@@ -272,3 +272,19 @@ export async function hasRunInFlight(db: Queryable, taskId: string): Promise<boo
 export async function clearAutoPause(db: Queryable, id: string): Promise<void> {
   await db.query('UPDATE tasks SET consecutive_failures = 0, paused_reason = NULL WHERE id = $1', [id]);
 }
+
+/**
+ * A task switched to deliverOn `change` compares its next output with the last completed run
+ * that was sent out (its deliveries queued, not suppressed), whatever deliverOn was then: the
+ * run-end statement keeps that run only for `change` tasks, sparing the others a write.
+ */
+export async function setLastDeliveredRun(db: Queryable, id: string): Promise<void> {
+  await db.query(
+    `UPDATE tasks SET last_delivered_run_id = (
+       SELECT r.id FROM runs r
+        WHERE r.task_id = $1 AND r.status = 'completed' AND r.delivery_status IS NOT NULL
+        ORDER BY r.completed_at DESC, r.id DESC LIMIT 1)
+      WHERE id = $1`,
+    [id],
+  );
+}
