@@ -2,7 +2,7 @@
 // (the Markdown output rendered) and a short SMS text. Everything here is pure, so the
 // channels only decide how to send, never what to say.
 import { markdownToHtml } from '../lib/markdown.ts';
-import type { DeliveryMessage } from './channel.ts';
+import { type ChannelMessage, type DeliveryMessage, isNotice, type NoticeMessage } from './channel.ts';
 
 /** Long task names are cut in a subject so that mail clients still show the status. */
 const MAX_NAME_CHARS = 150;
@@ -23,13 +23,38 @@ function cut(text: string, max: number): string {
 }
 
 /** The task name on one line (a name is the user's text: no newline may reach a header). */
-function oneLineName(message: DeliveryMessage): string {
+function oneLineName(message: ChannelMessage): string {
   const name = message.task.name.replace(/\s+/g, ' ').trim() || 'Task';
   return cut(name, MAX_NAME_CHARS);
 }
 
-/** `"<task name>: completed"` or `"<task name>: failed"`. */
-export function subjectOf(message: DeliveryMessage): string {
+const dollars = (cents: number) => `$${(cents / 100).toFixed(2)}`;
+
+/** What a notice says in a few words (a subject, the start of an SMS). */
+function noticeHeadline(message: NoticeMessage): string {
+  const { notice } = message;
+  switch (notice.kind) {
+    case 'task.paused':
+      return `paused after ${notice.payload.consecutiveFailures} consecutive failed runs`;
+    case 'task.cost_limit_reached':
+      return 'monthly cost limit reached';
+  }
+}
+
+/** What a notice says in full, for people, and what they can do about it. */
+function noticeText(message: NoticeMessage): string {
+  const { notice } = message;
+  switch (notice.kind) {
+    case 'task.paused':
+      return `${notice.payload.reason}\n\nThe task gets no runs until it is resumed (status active), which also resets its count of failed runs.`;
+    case 'task.cost_limit_reached':
+      return `The task's runs cost ${dollars(notice.payload.costCents)} this month, reaching its monthly cost limit of ${dollars(notice.payload.limitCents)}. It gets no runs until ${notice.payload.periodEnd} or until the limit is raised.`;
+  }
+}
+
+/** `"<task name>: completed"`, `"<task name>: failed"`, or the notice's headline. */
+export function subjectOf(message: ChannelMessage): string {
+  if (isNotice(message)) return `${oneLineName(message)}: ${noticeHeadline(message)}`;
   return `${oneLineName(message)}: ${failed(message) ? 'failed' : 'completed'}`;
 }
 
@@ -53,8 +78,15 @@ function footerParts(message: DeliveryMessage): string[] {
 }
 
 /** The plain-text body: the result, the run link when there is one, and a footer. */
-export function plainTextOf(message: DeliveryMessage): string {
+export function plainTextOf(message: ChannelMessage): string {
+  if (isNotice(message)) return `${noticeText(message)}\n\n-- \nTask ${message.task.id}\n`;
   const lines = [resultText(message), ''];
+  if (message.change) {
+    lines.push(`Changes since the previous delivered run (${message.change.previousRunId}):`, '');
+    lines.push(message.change.diff.trimEnd());
+    if (message.change.diffTruncated) lines.push('(The diff was cut here.)');
+    lines.push('');
+  }
   if (message.runUrl) lines.push(`View the run: ${message.runUrl}`, '');
   const footer = footerParts(message);
   if (footer.length > 0) lines.push('-- ', footer.join(' · '));
@@ -73,16 +105,26 @@ const escapeHtml = (text: string) =>
  * The HTML body: the output rendered from Markdown (or the failure as escaped text) in a
  * minimal document. Styles are inline because many mail clients drop <style> blocks.
  */
-export function htmlOf(message: DeliveryMessage): string {
+export function htmlOf(message: ChannelMessage): string {
   const subject = escapeHtml(subjectOf(message));
+  const text = (t: string) => `<p style="margin:0 0 16px;white-space:pre-wrap">${escapeHtml(t)}</p>`;
+  if (isNotice(message)) return htmlDocument(subject, text(noticeText(message)), '', []);
   const body =
     failed(message) || !message.run.output?.trim()
-      ? `<p style="margin:0 0 16px;white-space:pre-wrap">${escapeHtml(resultText(message))}</p>`
+      ? text(resultText(message))
       : markdownToHtml(message.run.output);
+  const change = message.change
+    ? `<h2 style="margin:24px 0 8px;font-size:15px">Changes since the previous delivered run</h2>
+<pre style="margin:0;padding:12px;background:#f9fafb;border-radius:6px;font-size:12px;overflow-x:auto;white-space:pre-wrap">${escapeHtml(message.change.diff)}${message.change.diffTruncated ? '\n(The diff was cut here.)' : ''}</pre>`
+    : '';
   const link = message.runUrl
     ? `<p style="margin:24px 0 0"><a href="${escapeHtml(message.runUrl)}" style="color:#2563eb">View the run</a></p>`
     : '';
-  const footer = footerParts(message);
+  return htmlDocument(subject, `${body}${change}`, link, footerParts(message));
+}
+
+/** The minimal HTML document of an e-mail: a heading, the body, a link and a footer. */
+function htmlDocument(subject: string, body: string, link: string, footer: string[]): string {
   const footerHtml =
     footer.length > 0
       ? `<p style="margin:24px 0 0;color:#6b7280;font-size:12px">${escapeHtml(footer.join(' · '))}</p>`
@@ -108,7 +150,12 @@ export function htmlOf(message: DeliveryMessage): string {
  * ` <runUrl>` appended when set, the whole is at most `maxChars` long. A link too long to fit
  * at all is left out rather than cut (a cut link is worse than none).
  */
-export function smsTextOf(message: DeliveryMessage, maxChars = 320): string {
+export function smsTextOf(message: ChannelMessage, maxChars = 320): string {
+  if (isNotice(message)) {
+    const headline = `${oneLineName(message)}: ${noticeHeadline(message)}.`;
+    const what = message.notice.kind === 'task.paused' ? ' Resume it to run it again.' : '';
+    return cut(`${headline}${what}`, maxChars);
+  }
   const text = `${oneLineName(message)}: ${resultText(message)}`.replace(/\s+/g, ' ').trim();
   const suffix = message.runUrl ? ` ${message.runUrl}` : '';
   if (suffix.length >= maxChars) return cut(text, maxChars);

@@ -10,14 +10,17 @@ import {
   recordAttempt,
   recoverExpiredDeliveries,
   releaseDelivery,
+  taskNameOf,
   taskNameOfRun,
 } from '../db/sql/deliveries.ts';
 import { findRun } from '../db/sql/runs.ts';
+import type { TaskNotice } from '../db/sql/task-notices.ts';
 import type { Deps } from '../domain/deps.ts';
 import { runView } from '../domain/runs.ts';
 import { leaseOwnerId } from '../lib/ids.ts';
 import { Loop } from '../lib/loop.ts';
-import type { ChannelType, DeliveryChannel, SendOutcome } from './channel.ts';
+import type { ChannelMessage, ChannelType, DeliveryChannel, SendOutcome } from './channel.ts';
+import { unifiedDiff } from './diff.ts';
 import { nextRetryDelay } from './retry.ts';
 
 /**
@@ -94,28 +97,54 @@ export class DeliveryDispatcher {
     this.#loop.track(controller, done);
   }
 
-  async #attempt(job: DeliveryRow, signal: AbortSignal): Promise<void> {
-    const { db, clock, config, log, metrics } = this.#deps;
-    const [run, task] = await Promise.all([
+  /**
+   * What the job sends: the run with its task (and, for a changed output, the diff against the
+   * previous delivered run), or the task notice. Undefined when its run or task is gone
+   * (deleting a run or task deletes its deliveries too; nothing is left to send).
+   */
+  async #messageOf(job: DeliveryRow, now: Date): Promise<ChannelMessage | undefined> {
+    const { db, config } = this.#deps;
+    const base = { organizationId: job.organization_id, deliveryId: job.id };
+    if (job.run_id === null) {
+      const task = job.task_id ? await taskNameOf(db, job.task_id) : undefined;
+      if (!task) return undefined;
+      // Written by queueTaskNotice or the run-end statement with the payload of its kind.
+      const notice = { kind: job.kind, payload: job.payload } as unknown as TaskNotice;
+      return { ...base, task, notice, occurredAt: job.created_at };
+    }
+    const [run, task, previous] = await Promise.all([
       findRun(db, job.organization_id, job.run_id),
       taskNameOfRun(db, job.run_id),
+      job.previous_run_id ? findRun(db, job.organization_id, job.previous_run_id) : undefined,
     ]);
-    // Deleting a run or its task deletes its deliveries too; nothing is left to send.
-    if (!run || !task) return;
+    if (!run || !task) return undefined;
+    const change =
+      previous && run.status === 'completed'
+        ? unifiedDiff(
+            { runId: previous.id, output: previous.output ?? '' },
+            { runId: run.id, output: run.output ?? '' },
+          )
+        : undefined;
+    return {
+      ...base,
+      run: runView(run),
+      task,
+      occurredAt: run.completed_at ?? now,
+      runUrl: config.publicUrlSet ? `${config.publicUrl}/api/svc/runs/${run.id}` : undefined,
+      ...(change &&
+        previous && {
+          change: { previousRunId: previous.id, diff: change.diff, diffTruncated: change.truncated },
+        }),
+    };
+  }
+
+  async #attempt(job: DeliveryRow, signal: AbortSignal): Promise<void> {
+    const { db, clock, config, log, metrics } = this.#deps;
     const startedAt = await clock.agreedNow(db);
+    const message = await this.#messageOf(job, startedAt);
+    if (!message) return;
     const started = performance.now();
-    const outcome: SendOutcome = await this.#channels[job.channel].send(
-      job.target,
-      {
-        run: runView(run),
-        task,
-        organizationId: job.organization_id,
-        deliveryId: job.id,
-        occurredAt: run.completed_at ?? startedAt,
-        runUrl: config.publicUrlSet ? `${config.publicUrl}/api/svc/runs/${run.id}` : undefined,
-      },
-      signal,
-    );
+    const outcome: SendOutcome = await this.#channels[job.channel].send(job.target, message, signal);
     const durationMs = Math.round(performance.now() - started);
     const now = await clock.agreedNow(db);
     if (signal.aborted) {

@@ -3,6 +3,7 @@ import { notify } from '../db/sql/notify.ts';
 import { insertRun, type ReplayFields, type RunRow } from '../db/sql/runs.ts';
 import { type ForeignLink, foreignLinks, lockTasksLimit } from '../db/sql/task-create.ts';
 import {
+  clearAutoPause,
   deleteTask,
   findTask,
   hasRunInFlight,
@@ -11,6 +12,8 @@ import {
   replaceTaskDestinations,
   replaceTaskSkills,
   replaceTaskSources,
+  setLastDeliveredRun,
+  TASK_SETTING_DEFAULTS,
   type TaskFields,
   type TaskWithLinks,
   updateTask,
@@ -70,6 +73,10 @@ export function taskView(row: TaskWithLinks): Task {
   if (row.delivery_phone_number !== null) task.deliveryPhoneNumber = row.delivery_phone_number;
   if (row.user_id !== null) task.userId = row.user_id;
   Object.assign(task, runCheckView(row));
+  task.autoPauseAfterFailures = row.auto_pause_after_failures;
+  task.deliverOn = row.deliver_on;
+  task.consecutiveFailures = row.consecutive_failures;
+  if (row.paused_reason !== null) task.pausedReason = row.paused_reason;
   return task;
 }
 
@@ -189,6 +196,8 @@ export async function createTask(deps: Deps, organizationId: string, body: TaskC
     next_run_at: null,
     updated_at: now,
     ...runCheckColumnsOf(body),
+    auto_pause_after_failures: body.autoPauseAfterFailures ?? TASK_SETTING_DEFAULTS.auto_pause_after_failures,
+    deliver_on: body.deliverOn ?? TASK_SETTING_DEFAULTS.deliver_on,
   };
   checkRules(deps, fields, body.destinations, true, true, await runCheckProblems(organizationId, body));
   pinWeekday(fields, now);
@@ -273,6 +282,8 @@ export async function updateOrganizationTask(
       next_run_at: current.next_run_at,
       updated_at: now,
       ...patchedRunCheckColumns(patch, current),
+      auto_pause_after_failures: patch.autoPauseAfterFailures ?? current.auto_pause_after_failures,
+      deliver_on: patch.deliverOn ?? current.deliver_on,
     };
     checkRules(
       deps,
@@ -301,6 +312,8 @@ export async function updateOrganizationTask(
 
     await checkOwnership(tx, organizationId, patch);
     await updateTask(tx, organizationId, id, next);
+    if (resumed) await clearAutoPause(tx, id);
+    if (next.deliver_on === 'change' && current.deliver_on !== 'change') await setLastDeliveredRun(tx, id);
     if (patch.skillIds) await replaceTaskSkills(tx, id, patch.skillIds);
     if (patch.sourceIds) await replaceTaskSources(tx, id, patch.sourceIds);
     if (patch.destinations) await replaceTaskDestinations(tx, id, destinationRows(patch.destinations), now);

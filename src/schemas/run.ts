@@ -68,7 +68,8 @@ export const TaskRunsQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export const DELIVERY_JOB_STATUSES = ['pending', 'sending', 'delivered', 'failed'] as const;
+/** `suppressed`: not sent, by the task's deliverOn (the output had not changed, or it was not a failure). */
+export const DELIVERY_JOB_STATUSES = ['pending', 'sending', 'delivered', 'failed', 'suppressed'] as const;
 
 /** One attempt to deliver a run to one destination. */
 export const DeliveryAttempt = Type.Object({

@@ -8,6 +8,7 @@ import { Source } from './source.ts';
 export const SCHEDULES = ['once', 'hourly', 'daily', 'weekly'] as const;
 export const TASK_STATUSES = ['active', 'paused', 'completed'] as const;
 export const DESTINATION_TYPES = ['email', 'sms', 'webhook'] as const;
+export const DELIVER_ON = ['always', 'change', 'failure'] as const;
 
 /** E.164: a plus, a non-zero country digit, up to 15 digits in all. */
 export const E164_PATTERN = '^\\+[1-9][0-9]{6,14}$';
@@ -70,6 +71,15 @@ const commonFields = {
   destinations: Type.Array(DestinationInput, { maxItems: 20 }),
   skillIds: IdList,
   sourceIds: IdList,
+  autoPauseAfterFailures: Type.Integer({
+    minimum: 0,
+    maximum: 100,
+    description: 'Consecutive failed runs after which the task pauses itself; 0 = never (default 5)',
+  }),
+  deliverOn: StringEnum(DELIVER_ON, {
+    description:
+      'always (default); change: a completed run whose output equals the last delivered one is not sent; failure: only failed runs are sent',
+  }),
 };
 
 export const TaskCreateBody = Type.Object(
@@ -91,6 +101,8 @@ export const TaskCreateBody = Type.Object(
     skillIds: Type.Optional(commonFields.skillIds),
     sourceIds: Type.Optional(commonFields.sourceIds),
     ...runCheckCreateFields,
+    autoPauseAfterFailures: Type.Optional(commonFields.autoPauseAfterFailures),
+    deliverOn: Type.Optional(commonFields.deliverOn),
   },
   { additionalProperties: false },
 );
@@ -116,6 +128,8 @@ export const TaskUpdateBody = Type.Object(
     skillIds: Type.Optional(commonFields.skillIds),
     sourceIds: Type.Optional(commonFields.sourceIds),
     ...runCheckUpdateFields,
+    autoPauseAfterFailures: Type.Optional(commonFields.autoPauseAfterFailures),
+    deliverOn: Type.Optional(commonFields.deliverOn),
   },
   { additionalProperties: false },
 );
@@ -149,6 +163,14 @@ export const Task = Type.Object({
   updatedAt: Type.Optional(DateTime),
   userId: Type.Optional(Type.String()),
   ...runCheckTaskFields,
+  autoPauseAfterFailures: Type.Optional(commonFields.autoPauseAfterFailures),
+  deliverOn: Type.Optional(StringEnum(DELIVER_ON)),
+  consecutiveFailures: Type.Optional(
+    Type.Integer({ description: 'Failed runs in a row (read-only; a completed run or resuming resets it)' }),
+  ),
+  pausedReason: Type.Optional(
+    Type.String({ description: 'Why the task paused itself (read-only; present while it stays paused)' }),
+  ),
 });
 export type Task = Static<typeof Task>;
 

@@ -352,13 +352,15 @@ export class RunWorker {
     if (!result) throw new Error('the executor returned no result without being aborted');
     const status = result.ok ? 'completed' : 'failed';
     const finished = await this.#whileDatabaseReturns(run.id, signal, () =>
-      recordRunEndAndQueueDeliveries(db, run.id, this.id, {
-        status,
-        // A run failed by a check keeps what the model produced, for its owner to see.
-        output: result.ok ? result.output : (result.output ?? null),
-        error: result.ok ? null : result.message,
-        completedAt: clock.statementNow(),
-      }),
+      db.transaction((tx) =>
+        recordRunEndAndQueueDeliveries(tx, run.id, this.id, {
+          status,
+          // A run failed by a check keeps what the model produced, for its owner to see.
+          output: result.ok ? result.output : (result.output ?? null),
+          error: result.ok ? null : result.message,
+          completedAt: clock.statementNow(),
+        }),
+      ),
     );
     if (!finished) {
       if (await settleDeletedRun(db, run.id, status)) {

@@ -6,13 +6,24 @@ import {
   releaseLeased,
   settleLeased,
 } from './leased-jobs.ts';
+import type { NoticeKind } from './task-notices.ts';
 
-export type DeliveryStatus = 'pending' | 'sending' | 'delivered' | 'failed';
+/** `suppressed`: a run's destination it was not sent to (the task's deliverOn); never attempted. */
+export type DeliveryStatus = 'pending' | 'sending' | 'delivered' | 'failed' | 'suppressed';
 
 export interface DeliveryRow {
   id: string;
   organization_id: string;
-  run_id: string;
+  /** The run delivered; null for a task notice. */
+  run_id: string | null;
+  /** `run`, or the kind of a task notice (task-notices.ts). */
+  kind: 'run' | NoticeKind;
+  /** The task of a notice (null for a run's delivery). */
+  task_id: string | null;
+  /** What a notice says (its kind's payload). */
+  payload: Record<string, unknown> | null;
+  /** deliverOn `change`: the run whose output this run's diff is against. */
+  previous_run_id: string | null;
   destination_id: string | null;
   channel: 'email' | 'sms' | 'webhook';
   target: string;
@@ -100,7 +111,8 @@ async function refreshRunDeliveryStatus(tx: Queryable, runId: string): Promise<v
 
 export interface AttemptRecord {
   deliveryId: string;
-  runId: string;
+  /** The run delivered; null for a task notice. */
+  runId: string | null;
   owner: string;
   attempt: number;
   startedAt: Date;
@@ -120,7 +132,7 @@ export interface AttemptRecord {
  */
 export async function recordAttempt(tx: Queryable, r: AttemptRecord): Promise<boolean> {
   // Lock order: the run first, then its delivery (as redelivery does).
-  await tx.query('SELECT 1 FROM runs WHERE id = $1 FOR UPDATE', [r.runId]);
+  if (r.runId) await tx.query('SELECT 1 FROM runs WHERE id = $1 FOR UPDATE', [r.runId]);
   const settled = await settleLeased(tx, DELIVERIES, {
     id: r.deliveryId,
     owner: r.owner,
@@ -148,7 +160,7 @@ export async function recordAttempt(tx: Queryable, r: AttemptRecord): Promise<bo
       r.response ?? null,
     ],
   );
-  await refreshRunDeliveryStatus(tx, r.runId);
+  if (r.runId) await refreshRunDeliveryStatus(tx, r.runId);
   return true;
 }
 
@@ -212,5 +224,16 @@ export async function taskNameOfRun(
     'SELECT t.id, t.name FROM runs r JOIN tasks t ON t.id = r.task_id WHERE r.id = $1',
     [runId],
   );
+  return row;
+}
+
+/** The task a notice is about: its id and name. */
+export async function taskNameOf(
+  db: Queryable,
+  taskId: string,
+): Promise<{ id: string; name: string } | undefined> {
+  const [row] = await db.query<{ id: string; name: string }>('SELECT id, name FROM tasks WHERE id = $1', [
+    taskId,
+  ]);
   return row;
 }

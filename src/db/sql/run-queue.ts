@@ -1,7 +1,9 @@
 import { PLAN_EACH_TIME, type Queryable } from '../db.ts';
 import { LOCK_KEYS } from './advisory-locks.ts';
+import { deliveryTargets } from './delivery-targets.ts';
 import { type LeasedTable, releaseLeased, renewLeased } from './leased-jobs.ts';
 import type { RunRow } from './runs.ts';
+import { insertNoticeJobs, pruneNoticeJobs } from './task-notices.ts';
 
 /**
  * The run queue lives in the runs table: `pending` runs wait; a worker claims one by setting it
@@ -180,30 +182,49 @@ export interface RunResultRow {
   completedAt: Date | null;
 }
 
-/**
- * Where a finished run of the task is delivered: its destinations in order, after the legacy
- * e-mail and SMS flags, each (channel, target) once. `task` is an SQL expression for the task id.
- */
-const deliveryTargets = (task: string) => `
-  SELECT DISTINCT ON (channel, lower(target)) destination_id, channel, target, label, position
-    FROM (
-      SELECT NULL::uuid AS destination_id, 'email' AS channel, t.delivery_email_address AS target,
-             NULL::text AS label, -2 AS position
-        FROM tasks t WHERE t.id = ${task} AND t.delivery_email AND t.delivery_email_address IS NOT NULL
-      UNION ALL
-      SELECT NULL::uuid, 'sms', t.delivery_phone_number, NULL::text, -1
-        FROM tasks t WHERE t.id = ${task} AND t.delivery_sms AND t.delivery_phone_number IS NOT NULL
-      UNION ALL
-      SELECT d.id, d.type, d.value, d.label, d.position FROM task_destinations d WHERE d.task_id = ${task}
-    ) targets
-   ORDER BY channel, lower(target), position`;
-
 /** When the run ended: the worker's manual clock in tests, else the database's clock. */
 const COMPLETED_AT = 'coalesce($6::timestamptz, statement_timestamp())';
 
+/**
+ * Whether a run that ended counts towards its task's autoPauseAfterFailures: a run a person
+ * canceled does not (a cancel ends its run in its own statement, run-cancel.ts, and leaves the
+ * count as it was; the condition keeps it so should a canceled run ever pass through here).
+ */
+const COUNTS_AS_FAILURE = `run.status = 'failed' AND run.canceled_at IS NULL`;
+
+/** An output compared by deliverOn `change`: runs of whitespace as one space, trimmed. */
+const normalised = (text: string) => `btrim(regexp_replace(${text}, '\\s+', ' ', 'g'))`;
+
+/** In the task's UPDATE (t: the task before it, e: the ended run): a scheduled `once` task is done. */
+const ONCE_DONE = `(e.run_trigger = 'schedule' AND t.status = 'active' AND t.schedule = 'once' AND t.cron_expression IS NULL)`;
+/** In the task's UPDATE: the run's failure takes the task to its autoPauseAfterFailures. */
+const PAUSES = `(t.status = 'active' AND t.auto_pause_after_failures > 0 AND e.failures >= t.auto_pause_after_failures)`;
+/**
+ * In the task's UPDATE: a completed run of a deliverOn `change` task is sent, so it becomes the
+ * output the task's next runs are compared with.
+ */
+const SENT_FOR_CHANGE = `(e.run_status = 'completed' AND t.deliver_on = 'change' AND e.deliver AND EXISTS (SELECT 1 FROM targets))`;
+/** The pausedReason, at most 500 characters (the error is cut, not the count). */
+const PAUSED_REASON = `left(format('Paused after %s consecutive failed runs; the last failed with: %s',
+  e.failures, coalesce(nullif(btrim(e.run_error), ''), 'no reason was given')), 500)`;
+
 // Built once (statements are named by their text; see FIND_TASK in tasks.ts).
+const LOCK_RUN_AND_TASK = `WITH r AS MATERIALIZED (SELECT task_id FROM runs WHERE id = $1 FOR NO KEY UPDATE)
+  SELECT t.id FROM tasks t JOIN r ON t.id = r.task_id FOR NO KEY UPDATE OF t`;
+
 const RECORD_RUN_END = `WITH targets AS (
        ${deliveryTargets('(SELECT task_id FROM runs WHERE id = $1)')}
+     ), task AS (
+       -- Read after the task's lock was taken (LOCK_RUN_AND_TASK): another run of the task that
+       -- ended first is seen with its output, count and last delivered run.
+       SELECT k.id, k.status, k.deliver_on, k.consecutive_failures, k.last_delivered_run_id,
+              CASE WHEN $3 = 'failed' THEN true
+                   WHEN k.deliver_on = 'failure' THEN false
+                   WHEN k.deliver_on = 'change' THEN
+                     (SELECT ${normalised("coalesce(p.output, '')")} FROM runs p WHERE p.id = k.last_delivered_run_id)
+                       IS DISTINCT FROM ${normalised("coalesce($4::text, '')")}
+                   ELSE true END AS deliver
+         FROM tasks k WHERE k.id = (SELECT task_id FROM runs WHERE id = $1)
      ), run AS (
        UPDATE runs SET status = $3, output = $4, error = $5,
               -- Tokens and cost were added to the ledger call by call (recordModelCall, usage.ts).
@@ -213,40 +234,83 @@ const RECORD_RUN_END = `WITH targets AS (
               duration_ms = CASE WHEN started_at IS NULL THEN NULL
                                  ELSE greatest(0, round(extract(epoch FROM (${COMPLETED_AT} - started_at)) * 1000))::int END,
               lease_owner = NULL, lease_expires_at = NULL,
-              delivery_status = CASE WHEN EXISTS (SELECT 1 FROM targets) THEN 'pending' END
+              -- Suppressed deliveries (deliverOn) leave it absent, as when there is no destination.
+              delivery_status = CASE WHEN EXISTS (SELECT 1 FROM targets) AND (SELECT deliver FROM task) THEN 'pending' END
         WHERE id = $1 AND status = 'running' AND ($2::text IS NULL OR lease_owner = $2)
        RETURNING *
      ), ledger AS (
        UPDATE usage_ledger u SET status = run.status
          FROM run WHERE u.run_id = run.id
-     ), once_done AS (
-       UPDATE tasks t SET status = 'completed', next_run_at = NULL, updated_at = ${COMPLETED_AT}
-         FROM run
-        WHERE t.id = run.task_id AND run.trigger = 'schedule' AND t.status = 'active'
-          AND t.schedule = 'once' AND t.cron_expression IS NULL
+     ), ended AS (
+       SELECT run.id AS run_id, run.task_id, run.status AS run_status, run.error AS run_error,
+              run.trigger AS run_trigger, task.status AS task_status, task.deliver,
+              CASE WHEN run.status = 'completed' THEN 0
+                   WHEN ${COUNTS_AS_FAILURE} THEN task.consecutive_failures + 1
+                   ELSE task.consecutive_failures END AS failures
+         FROM run JOIN task ON task.id = run.task_id
+     ), task_end AS (
+       -- One UPDATE of the task (two in one statement would not both apply): a once task's
+       -- completion, the failure count, an automatic pause, the last delivered output.
+       UPDATE tasks t SET
+              status = CASE WHEN ${ONCE_DONE} THEN 'completed' WHEN ${PAUSES} THEN 'paused' ELSE t.status END,
+              next_run_at = CASE WHEN ${ONCE_DONE} OR ${PAUSES} THEN NULL ELSE t.next_run_at END,
+              updated_at = CASE WHEN ${ONCE_DONE} OR ${PAUSES} THEN ${COMPLETED_AT} ELSE t.updated_at END,
+              paused_reason = CASE WHEN NOT ${ONCE_DONE} AND ${PAUSES} THEN ${PAUSED_REASON} ELSE t.paused_reason END,
+              consecutive_failures = e.failures,
+              last_delivered_run_id = CASE WHEN ${SENT_FOR_CHANGE} THEN e.run_id ELSE t.last_delivered_run_id END
+         FROM ended e
+        -- Only when something changes: most runs of most tasks leave the task's row as it was.
+        WHERE t.id = e.task_id
+          AND (${ONCE_DONE} OR ${PAUSES} OR e.failures <> t.consecutive_failures OR ${SENT_FOR_CHANGE})
+       RETURNING t.id, t.paused_reason, t.consecutive_failures, e.run_id, e.run_error,
+                 (t.status = 'paused' AND e.task_status = 'active') AS paused
+     ), pruned AS (
+       ${pruneNoticeJobs('(SELECT id FROM task_end WHERE paused)')}
+     ), notice AS (
+       ${insertNoticeJobs({
+         task: 'p.id',
+         kind: `'task.paused'`,
+         payload: `jsonb_build_object('reason', p.paused_reason, 'consecutiveFailures', p.consecutive_failures,
+                                      'lastRunId', p.run_id, 'lastError', coalesce(p.run_error, ''))`,
+         at: COMPLETED_AT,
+         from: 'task_end p',
+         targets: 'targets',
+       })}
+        WHERE p.paused
      ), queued AS (
        INSERT INTO deliveries (id, organization_id, run_id, destination_id, channel, target, label, position,
-                               status, next_attempt_at, created_at, updated_at)
+                               status, next_attempt_at, previous_run_id, created_at, updated_at)
        SELECT gen_random_uuid(), run.organization_id, run.id, targets.destination_id, targets.channel,
-              targets.target, targets.label, targets.position, 'pending', ${COMPLETED_AT}, ${COMPLETED_AT}, ${COMPLETED_AT}
-         FROM run CROSS JOIN targets
+              targets.target, targets.label, targets.position,
+              CASE WHEN task.deliver THEN 'pending' ELSE 'suppressed' END,
+              CASE WHEN task.deliver THEN ${COMPLETED_AT} END,
+              CASE WHEN task.deliver AND run.status = 'completed' AND task.deliver_on = 'change'
+                   THEN task.last_delivered_run_id END,
+              ${COMPLETED_AT}, ${COMPLETED_AT}
+         FROM run CROSS JOIN targets CROSS JOIN task
      )
      SELECT * FROM run`;
 
 /**
- * Records a run's end in one statement: the run (only while `workerId` holds it; pass null for
- * a run failed by lease recovery) with the tokens and cost its ledger row has gathered, the
- * ledger row's status, a `once` task's completion, and one
- * delivery job per destination (deliveryStatus `pending` when there is any). Returns the
- * finished run, or undefined when the lease was no longer this worker's.
+ * Records a run's end; the caller holds a transaction. First the run's row and then its task's
+ * are locked, so that two runs of one task ending at once are decided one after the other (the
+ * second sees the first's output, failure count and pause). Then one statement records: the
+ * run (only while `workerId` holds it; pass null for a run failed by lease recovery) with the
+ * tokens and cost its ledger row has gathered, the ledger row's status, the task's side (a
+ * `once` task's completion, its consecutive failures and an automatic pause with its one
+ * `task.paused` notice, the last delivered output), and one delivery job per destination:
+ * `pending` (deliveryStatus `pending`) or, when deliverOn holds the run back, `suppressed`
+ * (deliveryStatus absent). Returns the finished run, or undefined when the lease was no longer
+ * this worker's.
  */
 export async function recordRunEndAndQueueDeliveries(
-  db: Queryable,
+  tx: Queryable,
   runId: string,
   workerId: string | null,
   r: RunResultRow,
 ): Promise<RunRow | undefined> {
-  const [row] = await db.query<RunRow>(RECORD_RUN_END, [
+  await tx.query(LOCK_RUN_AND_TASK, [runId]);
+  const [row] = await tx.query<RunRow>(RECORD_RUN_END, [
     runId,
     workerId,
     r.status,

@@ -3,8 +3,10 @@ import type { OrganizationRow } from './organizations.ts';
 import {
   type DestinationRow,
   jsonParam,
+  TASK_SETTING_DEFAULTS,
   type TaskFields,
   type TaskRow,
+  type TaskSettings,
   type TaskWithLinks,
 } from './tasks.ts';
 
@@ -16,7 +18,9 @@ export interface NewTaskLinks {
 
 /** One task to create: its row, its attachments, and whether its first slot must wake the schedulers. */
 export interface NewTask {
-  row: { id: string; organizationId: string; createdAt: Date } & TaskFields;
+  /** The failure and delivery settings default to the columns' defaults. */
+  row: { id: string; organizationId: string; createdAt: Date } & Omit<TaskFields, keyof TaskSettings> &
+    Partial<TaskSettings>;
   links: NewTaskLinks;
   wakeSchedulers: boolean;
 }
@@ -171,6 +175,8 @@ export async function createTasks(
     rows.map((r) => r.max_cost_cents_per_run),
     rows.map((r) => jsonParam(r.output_schema)),
     rows.map((r) => jsonParam(r.required_tools)),
+    rows.map((r) => r.auto_pause_after_failures ?? TASK_SETTING_DEFAULTS.auto_pause_after_failures),
+    rows.map((r) => r.deliver_on ?? TASK_SETTING_DEFAULTS.deliver_on),
   ]);
   return tasks.map((t, i) => resultOf(t, results[i]));
 }
@@ -223,7 +229,7 @@ function resultOf(input: NewTask, result: CreateResultRow | undefined): CreatedT
 // Built once: the Db seam names prepared statements by their text. Parameters: $1–$19 the
 // tasks, one array element per task; $20 whether each wakes the schedulers; $21–$29 the
 // attachments, flattened; $30 the plans' limits; $31 the service's caps; $32–$34 the run
-// checks of each task.
+// checks of each task; $35–$36 the tasks' failure and delivery settings.
 const CREATE_TASKS = `
   WITH input AS MATERIALIZED (
     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
@@ -282,17 +288,20 @@ const CREATE_TASKS = `
       ) r JOIN orgs o ON o.id = r.organization_id
   ), accepted AS (
     SELECT i.* FROM input i JOIN ranked r ON r.ord = i.ord WHERE r.refusal IS NULL
+  ), settings AS (
+    SELECT * FROM unnest($35::int[], $36::text[]) WITH ORDINALITY AS p(auto_pause_after_failures, deliver_on, ord)
   ), task AS (
     INSERT INTO tasks (id, organization_id, created_at, name, prompt, model, schedule, status,
                        cron_expression, schedule_time, schedule_days, timezone, delivery_email,
                        delivery_email_address, delivery_sms, delivery_phone_number, user_id,
-                       next_run_at, updated_at, max_cost_cents_per_run, output_schema, required_tools)
+                       next_run_at, updated_at, max_cost_cents_per_run, output_schema, required_tools,
+                       auto_pause_after_failures, deliver_on)
     SELECT a.id, a.organization_id, a.created_at, a.name, a.prompt, a.model, a.schedule, a.status,
            a.cron_expression, a.schedule_time, string_to_array(a.schedule_days, ','), a.timezone,
            a.delivery_email, a.delivery_email_address, a.delivery_sms, a.delivery_phone_number,
            a.user_id, a.next_run_at, a.updated_at, c.max_cost_cents_per_run, c.output_schema,
-           c.required_tools
-      FROM accepted a JOIN checks_in c ON c.ord = a.ord ORDER BY a.ord
+           c.required_tools, p.auto_pause_after_failures, p.deliver_on
+      FROM accepted a JOIN checks_in c ON c.ord = a.ord JOIN settings p ON p.ord = a.ord ORDER BY a.ord
     RETURNING *
   ), skills AS (
     INSERT INTO task_skills (task_id, skill_id, position)

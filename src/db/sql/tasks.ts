@@ -26,6 +26,14 @@ export interface TaskRow {
   max_cost_cents_per_run: number | null;
   output_schema: Record<string, unknown> | null;
   required_tools: string[] | null;
+
+  /** Consecutive failed runs that pause the task (0: never); what its runs are delivered on. */
+  auto_pause_after_failures: number;
+  deliver_on: 'always' | 'change' | 'failure';
+  /** Kept by the statement that records a run's end (run-queue.ts); cleared on resuming. */
+  consecutive_failures: number;
+  paused_reason: string | null;
+  last_delivered_run_id: string | null;
 }
 
 export interface DestinationRow {
@@ -72,8 +80,22 @@ export function listTasks(db: Queryable, organizationId: string): Promise<TaskWi
   return db.query<TaskWithLinks>(LIST_TASKS, [organizationId]);
 }
 
+/** A task's failure and delivery settings (autoPauseAfterFailures, deliverOn). */
+export type TaskSettings = Pick<TaskRow, 'auto_pause_after_failures' | 'deliver_on'>;
+/** The settings of a task created without them (as the columns' defaults, migration 0015). */
+export const TASK_SETTING_DEFAULTS: TaskSettings = { auto_pause_after_failures: 5, deliver_on: 'always' };
+
 /** Columns a create or update may write, in the order of TASK_COLUMNS. */
-export type TaskFields = Omit<TaskRow, 'id' | 'organization_id' | 'created_at' | 'last_run_at'>;
+export type TaskFields = Omit<
+  TaskRow,
+  | 'id'
+  | 'organization_id'
+  | 'created_at'
+  | 'last_run_at'
+  | 'consecutive_failures'
+  | 'paused_reason'
+  | 'last_delivered_run_id'
+>;
 
 const TASK_COLUMNS = [
   'name',
@@ -95,6 +117,9 @@ const TASK_COLUMNS = [
   'max_cost_cents_per_run',
   'output_schema',
   'required_tools',
+
+  'auto_pause_after_failures',
+  'deliver_on',
 ] as const satisfies readonly (keyof TaskFields)[];
 
 /** jsonb columns travel as JSON text (the drivers would send a JavaScript array as a PostgreSQL array). */
@@ -253,4 +278,25 @@ export async function hasRunInFlight(db: Queryable, taskId: string): Promise<boo
     [taskId],
   );
   return rows.length > 0;
+}
+
+/** Resuming a task starts its count of failed runs afresh and drops the reason it paused itself. */
+export async function clearAutoPause(db: Queryable, id: string): Promise<void> {
+  await db.query('UPDATE tasks SET consecutive_failures = 0, paused_reason = NULL WHERE id = $1', [id]);
+}
+
+/**
+ * A task switched to deliverOn `change` compares its next output with the last completed run
+ * that was sent out (its deliveries queued, not suppressed), whatever deliverOn was then: the
+ * run-end statement keeps that run only for `change` tasks, sparing the others a write.
+ */
+export async function setLastDeliveredRun(db: Queryable, id: string): Promise<void> {
+  await db.query(
+    `UPDATE tasks SET last_delivered_run_id = (
+       SELECT r.id FROM runs r
+        WHERE r.task_id = $1 AND r.status = 'completed' AND r.delivery_status IS NOT NULL
+        ORDER BY r.completed_at DESC, r.id DESC LIMIT 1)
+      WHERE id = $1`,
+    [id],
+  );
 }

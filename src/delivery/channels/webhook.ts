@@ -5,7 +5,13 @@
 // receiver that moved must be updated, and following would re-send a signed body elsewhere).
 import { Webhook } from 'standardwebhooks';
 import { type FetchLike, OutboundUrlError } from '../../lib/outbound.ts';
-import { type DeliveryChannel, MAX_RESPONSE_CHARS, type SendOutcome } from '../channel.ts';
+import {
+  type ChannelMessage,
+  type DeliveryChannel,
+  isNotice,
+  MAX_RESPONSE_CHARS,
+  type SendOutcome,
+} from '../channel.ts';
 
 /** At most this much of a receiver's answer is read; the attempt log keeps less still. */
 const MAX_READ_BYTES = 64 * 1024;
@@ -85,6 +91,33 @@ export function networkErrorText(err: unknown): string {
   return detail.slice(0, 300);
 }
 
+/**
+ * The event: `run.completed` or `run.failed` with the run (and, for a changed output of a
+ * deliverOn `change` task, `previousRunId`, `diff` and `diffTruncated`), or a task notice's kind
+ * with its payload.
+ */
+function webhookBody(message: ChannelMessage) {
+  const task = { id: message.task.id, name: message.task.name };
+  const timestamp = message.occurredAt.toISOString();
+  if (isNotice(message)) {
+    return { type: message.notice.kind, timestamp, data: { task, ...message.notice.payload } };
+  }
+  const { change } = message;
+  return {
+    type: message.run.status === 'failed' ? 'run.failed' : 'run.completed',
+    timestamp,
+    data: {
+      run: message.run,
+      task,
+      ...(change && {
+        previousRunId: change.previousRunId,
+        diff: change.diff,
+        diffTruncated: change.diffTruncated,
+      }),
+    },
+  };
+}
+
 export function webhookChannel(options: WebhookChannelOptions): DeliveryChannel {
   const { fetch, secretOf, timeoutMs = 15_000, now = () => new Date() } = options;
 
@@ -109,11 +142,7 @@ export function webhookChannel(options: WebhookChannelOptions): DeliveryChannel 
         return { ok: false, permanent: false, error: 'the webhook signing secret could not be loaded' };
       }
 
-      const body = JSON.stringify({
-        type: message.run.status === 'failed' ? 'run.failed' : 'run.completed',
-        timestamp: message.occurredAt.toISOString(),
-        data: { run: message.run, task: { id: message.task.id, name: message.task.name } },
-      });
+      const body = JSON.stringify(webhookBody(message));
       // The signature covers this attempt's time: receivers reject stale timestamps.
       const attemptDate = now();
       const headers = {

@@ -58,17 +58,19 @@ ${d.nextAttemptAt ? html`<p class="muted">Next attempt: ${when(d.nextAttemptAt, 
 ${d.deliveredAt ? html`<p class="muted">Delivered: ${when(d.deliveredAt, tz)}</p>` : ''}
 ${d.error ? html`<p class="flash error">${d.error}</p>` : ''}
 ${
-  d.attempts.length === 0
-    ? html`<p class="muted">No attempt yet.</p>`
-    : html`<div class="table-wrap"><table>
+  d.status === 'suppressed'
+    ? html`<p class="muted">Not sent: the task sends only changed outputs or only failures (its deliverOn), and this run was neither.</p>`
+    : d.attempts.length === 0
+      ? html`<p class="muted">No attempt yet.</p>`
+      : html`<div class="table-wrap"><table>
 <thead><tr><th scope="col">Attempt</th><th scope="col">Time</th><th scope="col">Outcome</th><th scope="col">Status code</th><th scope="col">Error or response</th></tr></thead>
 <tbody>${d.attempts.map(
-        (
-          a,
-        ) => html`<tr><td>${a.attempt}</td><td>${when(a.at, tz)} <span class="muted">(${formatDuration(a.durationMs)})</span></td>
+          (
+            a,
+          ) => html`<tr><td>${a.attempt}</td><td>${when(a.at, tz)} <span class="muted">(${formatDuration(a.durationMs)})</span></td>
 <td>${badge(a.outcome)}</td><td>${a.statusCode ?? '—'}</td>
 <td>${a.error ? html`<div>${a.error}</div>` : ''}${a.response ? html`<pre class="pre-wrap">${a.response}</pre>` : ''}${!a.error && !a.response ? '—' : ''}</td></tr>`,
-      )}</tbody></table></div>`
+        )}</tbody></table></div>`
 }
 </section>`;
 }

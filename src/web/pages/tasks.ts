@@ -61,6 +61,16 @@ import {
   scheduleProblems,
   TASK_LABELS,
 } from './task-schedule.ts';
+import {
+  newUnattendedValues,
+  type UnattendedValues,
+  unattendedBody,
+  unattendedFieldset,
+  unattendedPatch,
+  unattendedSection,
+  unattendedValuesOfForm,
+  unattendedValuesOfTask,
+} from './task-unattended.ts';
 
 /** Rows of the destination table beyond the task's own. */
 const EXTRA_DESTINATION_ROWS = 3;
@@ -80,6 +90,7 @@ interface TaskValues extends ScheduleInput {
   sourceIds: string[];
   destinations: DestinationValues[];
   checks: RunCheckValues;
+  unattended: UnattendedValues;
 }
 
 function valuesOfTask(task: Task): TaskValues {
@@ -96,6 +107,7 @@ function valuesOfTask(task: Task): TaskValues {
       label: d.label ?? '',
     })),
     checks: runCheckValuesOfTask(task),
+    unattended: unattendedValuesOfTask(task),
   };
 }
 
@@ -113,6 +125,7 @@ function newTaskValues(deps: Deps): TaskValues {
     sourceIds: [],
     destinations: [],
     checks: NO_RUN_CHECKS,
+    unattended: newUnattendedValues(),
   };
 }
 
@@ -149,6 +162,7 @@ function valuesOfForm(form: FormBody): TaskValues {
     sourceIds: fields(form, 'sourceIds'),
     destinations,
     checks: runCheckValuesOfForm(form),
+    unattended: unattendedValuesOfForm(form),
   };
 }
 
@@ -168,7 +182,7 @@ function createBodyOf(v: TaskValues, organizationId: string): Record<string, unk
   if (v.skillIds.length > 0) body.skillIds = v.skillIds;
   if (v.sourceIds.length > 0) body.sourceIds = v.sourceIds;
   if (v.destinations.length > 0) body.destinations = destinationBodies(v.destinations);
-  return Object.assign(body, runCheckCreateFields(v.checks));
+  return Object.assign(body, runCheckCreateFields(v.checks), unattendedBody(v.unattended));
 }
 
 /**
@@ -200,7 +214,7 @@ function patchOf(deps: Deps, v: TaskValues, task: Task): Record<string, unknown>
   const destinations = destinationBodies(v.destinations);
   const stored = destinationBodies(valuesOfTask(task).destinations);
   if (JSON.stringify(destinations) !== JSON.stringify(stored)) patch.destinations = destinations;
-  return Object.assign(patch, runCheckPatchFields(v.checks, task));
+  return Object.assign(patch, runCheckPatchFields(v.checks, task), unattendedPatch(v.unattended, task));
 }
 
 let timezoneOptions: Html | undefined;
@@ -330,6 +344,7 @@ ${problemsFlash(err, TASK_LABELS)}
     </tbody></table></div>
   </fieldset>
   ${runCheckFieldset(v.checks, err)}
+  ${unattendedFieldset(v.unattended, err)}
   <div class="row"><button type="submit">${task ? 'Save task' : 'Create task'}</button>
     <a class="button secondary" href="${task ? `/dashboard/tasks/${task.id}` : '/dashboard/tasks'}">Cancel</a></div>
 </form>
@@ -345,10 +360,11 @@ const runNowButton = (viewer: Viewer, task: Task, secondary = false) =>
 
 async function taskPage(deps: Deps, viewer: Viewer, task: Task, flash: Flash): Promise<string> {
   const org = viewer.organizationId;
-  const [skills, sources, runs] = await Promise.all([
+  const [skills, sources, runs, unattended] = await Promise.all([
     listSkills(deps, org),
     listSources(deps, org),
     listTaskRuns(deps, org, task.id, 20),
+    unattendedSection(deps, viewer, task),
   ]);
   const tz = task.timezone ?? 'UTC';
   const model = deps.models.find(task.model);
@@ -375,6 +391,7 @@ async function taskPage(deps: Deps, viewer: Viewer, task: Task, flash: Flash): P
   <tr><th scope="row">Destinations</th><td>${(task.destinations ?? []).length ? html`<ul>${(task.destinations ?? []).map((d) => html`<li>${d.type}: ${d.value}${d.label ? html` <span class="muted">(${d.label})</span>` : ''}</li>`)}</ul>` : html`<span class="muted">none</span>`}</td></tr>
   ${runCheckRows(task)}
 </tbody></table></div>
+${unattended}
 <h2>Prompt</h2>
 <div class="output pre-wrap">${task.prompt}</div>
 <h2>Runs</h2>
