@@ -70,6 +70,7 @@ describe(`task creates, one statement for many (${backendName})`, () => {
         user_id: null,
         next_run_at: new Date('2030-01-02T07:30:00.000Z'),
         updated_at: now,
+        monthly_cost_limit_cents: null,
       },
       links: { skillIds: [], sourceIds: [], destinations: [], ...links },
       wakeSchedulers: false,

@@ -29,6 +29,7 @@ import { scheduleSpecOf } from '../schedule/task-spec.ts';
 import { slotNeedsWake } from '../schedule/wake.ts';
 import type { Task, TaskCreateBody, TaskUpdateBody } from '../schemas/task.ts';
 import type { Deps } from './deps.ts';
+import { refuseOverCostLimit } from './cost-limit.ts';
 import { checkDestination } from './destinations.ts';
 import { checkTaskTotals, orgCapReached, utf8Bytes } from './org-caps.ts';
 import { PLAN_TASKS_LIMITS, type Plan } from './plans.ts';
@@ -68,6 +69,7 @@ export function taskView(row: TaskWithLinks): Task {
   if (row.delivery_sms !== null) task.deliverySms = row.delivery_sms;
   if (row.delivery_phone_number !== null) task.deliveryPhoneNumber = row.delivery_phone_number;
   if (row.user_id !== null) task.userId = row.user_id;
+  if (row.monthly_cost_limit_cents !== null) task.monthlyCostLimitCents = row.monthly_cost_limit_cents;
   return task;
 }
 
@@ -76,6 +78,18 @@ function pinWeekday(f: TaskFields, now: Date): void {
   if (f.schedule === 'weekly' && !f.cron_expression && !f.schedule_days?.length) {
     f.schedule_days = [weekdayAt(now, f.timezone)];
   }
+}
+
+/** The schedule rules the schema cannot express (a task's, and a schedule preview's). */
+export function scheduleProblems(f: Pick<TaskFields, 'timezone' | 'cron_expression'>): ErrorDetail[] {
+  const details: ErrorDetail[] = [];
+  if (!isValidTimezone(f.timezone))
+    details.push({ path: '/body/timezone', message: 'is not an IANA timezone name' });
+  if (f.cron_expression !== null) {
+    const cron = checkCronExpression(f.cron_expression);
+    if (!cron.ok) details.push({ path: '/body/cronExpression', message: cron.message });
+  }
+  return details;
 }
 
 /** Rules the schema cannot express; every problem is reported, each with its field. */
@@ -94,12 +108,7 @@ function checkRules(
       ? emailAddressProblem(f.delivery_email_address)
       : undefined;
   if (emailProblem) details.push({ path: '/body/deliveryEmailAddress', message: emailProblem });
-  if (!isValidTimezone(f.timezone))
-    details.push({ path: '/body/timezone', message: 'is not an IANA timezone name' });
-  if (f.cron_expression !== null) {
-    const cron = checkCronExpression(f.cron_expression);
-    if (!cron.ok) details.push({ path: '/body/cronExpression', message: cron.message });
-  }
+  details.push(...scheduleProblems(f));
   // Only a model the request names is checked: a PATCH of another field must not fail because
   // the operator's catalog has since dropped the task's stored model (its runs then fail with a
   // message saying so).
@@ -184,6 +193,7 @@ export async function createTask(deps: Deps, organizationId: string, body: TaskC
     user_id: null,
     next_run_at: null,
     updated_at: now,
+    monthly_cost_limit_cents: body.monthlyCostLimitCents ?? null,
   };
   checkRules(deps, fields, body.destinations, true);
   pinWeekday(fields, now);
@@ -265,6 +275,10 @@ export async function updateOrganizationTask(
       user_id: current.user_id,
       next_run_at: current.next_run_at,
       updated_at: now,
+      monthly_cost_limit_cents:
+        patch.monthlyCostLimitCents !== undefined
+          ? patch.monthlyCostLimitCents
+          : current.monthly_cost_limit_cents,
     };
     checkRules(
       deps,
@@ -325,12 +339,16 @@ export async function deleteOrganizationTask(
  */
 export async function runTaskNow(deps: Deps, organizationId: string, id: string) {
   const now = deps.clock.now();
-  type Outcome = { run: RunRow } | { refused: RunAllowance; told: boolean };
+  type Outcome = { run: RunRow } | { refused: RunAllowance; told: boolean } | { overCost: string };
   const created = await deps.db.transaction(async (tx): Promise<Outcome> => {
     if (!(await lockTask(tx, organizationId, id))) throw errors.notFound('Task');
     if (await hasRunInFlight(tx, id)) {
       throw new AppError('conflict', 'A run of this task is already pending or running');
     }
+    // At the task's monthly cost limit no run is created either (checked with no run in flight
+    // and the task locked, so its cost is not moving); the first refusal of a period is recorded.
+    const overCost = await refuseOverCostLimit(deps, tx, organizationId, id, now);
+    if (overCost) return { overCost };
     // At the plan's run limit no run is created. The refusal is recorded (committed, not
     // thrown away with a rollback) so that the organization is told once per period.
     const allowance = (await lockRunAllowances(tx, [organizationId], now)).get(organizationId);
@@ -349,6 +367,7 @@ export async function runTaskNow(deps: Deps, organizationId: string, id: string)
     await notify(tx, 'svc_runs');
     return { run };
   });
+  if ('overCost' in created) throw new AppError('conflict', created.overCost);
   if ('refused' in created) {
     const a = created.refused;
     if (created.told) {

@@ -53,7 +53,8 @@ export const Destination = Type.Object({
 });
 export type Destination = Static<typeof Destination>;
 
-const commonFields = {
+/** The schema of each task field (schedule previews take the schedule fields from here). */
+export const commonFields = {
   name: Type.String({ minLength: 1, maxLength: 255 }),
   prompt: Type.String({ minLength: 1, maxLength: 100_000 }),
   model: Type.String({ minLength: 1, maxLength: 200, description: "A catalog model's id or routerModelId" }),
@@ -69,6 +70,12 @@ const commonFields = {
   destinations: Type.Array(DestinationInput, { maxItems: 20 }),
   skillIds: IdList,
   sourceIds: IdList,
+  monthlyCostLimitCents: Type.Number({
+    minimum: 0,
+    maximum: 100_000_000,
+    description:
+      "Cents per billing period: once the task's cost in the organization's current period reaches it, scheduled slots are skipped and Run now answers 409 until the next period",
+  }),
 };
 
 export const TaskCreateBody = Type.Object(
@@ -89,6 +96,7 @@ export const TaskCreateBody = Type.Object(
     destinations: Type.Optional(commonFields.destinations),
     skillIds: Type.Optional(commonFields.skillIds),
     sourceIds: Type.Optional(commonFields.sourceIds),
+    monthlyCostLimitCents: Type.Optional(commonFields.monthlyCostLimitCents),
   },
   { additionalProperties: false },
 );
@@ -113,6 +121,7 @@ export const TaskUpdateBody = Type.Object(
     destinations: Type.Optional(commonFields.destinations),
     skillIds: Type.Optional(commonFields.skillIds),
     sourceIds: Type.Optional(commonFields.sourceIds),
+    monthlyCostLimitCents: Type.Optional(Nullable(commonFields.monthlyCostLimitCents)),
   },
   { additionalProperties: false },
 );
@@ -145,6 +154,7 @@ export const Task = Type.Object({
   timezone: Type.Optional(Type.String()),
   updatedAt: Type.Optional(DateTime),
   userId: Type.Optional(Type.String()),
+  monthlyCostLimitCents: Type.Optional(Type.Number({ description: 'Absent: no monthly cost limit' })),
 });
 export type Task = Static<typeof Task>;
 

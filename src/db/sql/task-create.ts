@@ -162,6 +162,7 @@ export async function createTasks(
       taskPromptBytes: caps.taskPromptBytes,
       destinations: caps.destinations,
     }),
+    rows.map((r) => r.monthly_cost_limit_cents),
   ]);
   return tasks.map((t, i) => resultOf(t, results[i]));
 }
@@ -213,17 +214,18 @@ function resultOf(input: NewTask, result: CreateResultRow | undefined): CreatedT
 
 // Built once: the Db seam names prepared statements by their text. Parameters: $1–$19 the
 // tasks, one array element per task; $20 whether each wakes the schedulers; $21–$29 the
-// attachments, flattened; $30 the plans' limits; $31 the service's caps.
+// attachments, flattened; $30 the plans' limits; $31 the service's caps; $32 each task's
+// monthly cost limit.
 const CREATE_TASKS = `
   WITH input AS MATERIALIZED (
     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
                          $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
                          $13::boolean[], $14::text[], $15::boolean[], $16::text[], $17::text[],
-                         $18::timestamptz[], $19::timestamptz[], $20::boolean[])
+                         $18::timestamptz[], $19::timestamptz[], $20::boolean[], $32::numeric[])
       WITH ORDINALITY AS i(id, organization_id, created_at, name, prompt, model, schedule, status,
                            cron_expression, schedule_time, schedule_days, timezone, delivery_email,
                            delivery_email_address, delivery_sms, delivery_phone_number, user_id,
-                           next_run_at, updated_at, wake, ord)
+                           next_run_at, updated_at, wake, monthly_cost_limit_cents, ord)
   ), skills_in AS MATERIALIZED (
     SELECT u.item, u.id, row_number() OVER (PARTITION BY u.item ORDER BY u.ord) AS position
       FROM unnest($21::int[], $22::uuid[]) WITH ORDINALITY AS u(item, id, ord)
@@ -273,11 +275,11 @@ const CREATE_TASKS = `
     INSERT INTO tasks (id, organization_id, created_at, name, prompt, model, schedule, status,
                        cron_expression, schedule_time, schedule_days, timezone, delivery_email,
                        delivery_email_address, delivery_sms, delivery_phone_number, user_id,
-                       next_run_at, updated_at)
+                       next_run_at, updated_at, monthly_cost_limit_cents)
     SELECT a.id, a.organization_id, a.created_at, a.name, a.prompt, a.model, a.schedule, a.status,
            a.cron_expression, a.schedule_time, string_to_array(a.schedule_days, ','), a.timezone,
            a.delivery_email, a.delivery_email_address, a.delivery_sms, a.delivery_phone_number,
-           a.user_id, a.next_run_at, a.updated_at
+           a.user_id, a.next_run_at, a.updated_at, a.monthly_cost_limit_cents
       FROM accepted a ORDER BY a.ord
     RETURNING *
   ), skills AS (

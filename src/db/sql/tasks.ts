@@ -22,6 +22,10 @@ export interface TaskRow {
   last_run_at: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** Cents per billing period (null: no limit). */
+  monthly_cost_limit_cents: number | null;
+  /** When the cost limit first held in a period (scheduler or run now, under the task's lock). */
+  cost_limit_reached_at: Date | null;
 }
 
 export interface DestinationRow {
@@ -69,7 +73,10 @@ export function listTasks(db: Queryable, organizationId: string): Promise<TaskWi
 }
 
 /** Columns a create or update may write, in the order of TASK_COLUMNS. */
-export type TaskFields = Omit<TaskRow, 'id' | 'organization_id' | 'created_at' | 'last_run_at'>;
+export type TaskFields = Omit<
+  TaskRow,
+  'id' | 'organization_id' | 'created_at' | 'last_run_at' | 'cost_limit_reached_at'
+>;
 
 const TASK_COLUMNS = [
   'name',
@@ -88,6 +95,7 @@ const TASK_COLUMNS = [
   'user_id',
   'next_run_at',
   'updated_at',
+  'monthly_cost_limit_cents',
 ] as const satisfies readonly (keyof TaskFields)[];
 
 const values = (f: TaskFields) => TASK_COLUMNS.map((c) => f[c]);
