@@ -63,13 +63,20 @@ describe('the catch-up plan for a due task', () => {
           // folded into one record that counts them once a claim misses more than the bound).
           const records = missedSlotRecords('t', plan, windowMs);
           const missedSlots = passed.filter((p) => p.getTime() !== plan.runSlot?.getTime());
-          assert.equal(records.reduce((n, r) => n + r.slots, 0), missedSlots.length, 'records add up');
+          assert.equal(
+            records.reduce((n, r) => n + r.slots, 0),
+            missedSlots.length,
+            'records add up',
+          );
           const singles = records.filter((r) => r.slots === 1 && r.slotAt !== plan.firstMissed);
           assert.deepEqual(
             singles.map((r) => r.slotAt.getTime()),
             missedSlots.slice(-MISSED_RECORDS_PER_CLAIM).map((p) => p.getTime()),
           );
-          const at = [...records.map((r) => r.slotAt.getTime()), ...(plan.runSlot ? [plan.runSlot.getTime()] : [])];
+          const at = [
+            ...records.map((r) => r.slotAt.getTime()),
+            ...(plan.runSlot ? [plan.runSlot.getTime()] : []),
+          ];
           assert.equal(new Set(at).size, at.length, 'no slot recorded twice');
           assert.ok(records.length <= MISSED_RECORDS_PER_CLAIM + 1);
         },

@@ -5,12 +5,7 @@
 // is decided on is not moving. The first refusal of a period is recorded on the task's row
 // (`cost_limit_reached_at`), so its destinations are told once per period.
 import type { Queryable } from '../db/db.ts';
-import {
-  billingAnchors,
-  markCostLimitReached,
-  taskCostLimit,
-  taskCostSince,
-} from '../db/sql/cost-limit.ts';
+import { billingAnchors, markCostLimitReached, taskCostLimit, taskCostSince } from '../db/sql/cost-limit.ts';
 import type { TaskRow } from '../db/sql/tasks.ts';
 import { currentPeriodEnd, currentPeriodStart } from './billing-period.ts';
 import type { Deps } from './deps.ts';
@@ -73,7 +68,7 @@ export async function queueCostLimitNotice(
       periodEnd: notice.periodEnd,
       by: notice.by,
     },
-    "task reached its monthly cost limit: its schedule slots get no runs and Run now is refused until the billing period ends",
+    'task reached its monthly cost limit: its schedule slots get no runs and Run now is refused until the billing period ends',
   );
 }
 

@@ -28,8 +28,8 @@ import {
 import { scheduleSpecOf } from '../schedule/task-spec.ts';
 import { slotNeedsWake } from '../schedule/wake.ts';
 import type { Task, TaskCreateBody, TaskUpdateBody } from '../schemas/task.ts';
-import type { Deps } from './deps.ts';
 import { refuseOverCostLimit } from './cost-limit.ts';
+import type { Deps } from './deps.ts';
 import { checkDestination } from './destinations.ts';
 import { checkTaskTotals, orgCapReached, utf8Bytes } from './org-caps.ts';
 import { PLAN_TASKS_LIMITS, type Plan } from './plans.ts';
@@ -74,10 +74,18 @@ export function taskView(row: TaskWithLinks): Task {
 }
 
 /** A weekly task without days runs on the weekday it was set up, in its timezone: stored, so it stays put. */
-function pinWeekday(f: TaskFields, now: Date): void {
+export function pinnedWeekday(
+  f: Pick<TaskFields, 'schedule' | 'cron_expression' | 'schedule_days' | 'timezone'>,
+  now: Date,
+): string[] | null {
   if (f.schedule === 'weekly' && !f.cron_expression && !f.schedule_days?.length) {
-    f.schedule_days = [weekdayAt(now, f.timezone)];
+    return [weekdayAt(now, f.timezone)];
   }
+  return f.schedule_days;
+}
+
+function pinWeekday(f: TaskFields, now: Date): void {
+  f.schedule_days = pinnedWeekday(f, now);
 }
 
 /** The schedule rules the schema cannot express (a task's, and a schedule preview's). */
