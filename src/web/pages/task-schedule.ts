@@ -160,6 +160,7 @@ export function scheduleOfTask(task: Task): ScheduleInput {
 /** The form's field labels by request path, for problem lists. */
 export const TASK_LABELS: Record<string, string> = {
   name: 'Name',
+  monthlyCostLimitCents: 'Monthly cost limit',
   prompt: 'Prompt',
   model: 'Model',
   schedule: 'Schedule',

@@ -50,6 +50,13 @@ import {
   scheduleProblems,
   TASK_LABELS,
 } from './task-schedule.ts';
+import {
+  costLimitCreate,
+  costLimitField,
+  costLimitPatch,
+  costLimitValue,
+  taskSlotSections,
+} from './task-slots.ts';
 
 /** Rows of the destination table beyond the task's own. */
 const EXTRA_DESTINATION_ROWS = 3;
@@ -62,6 +69,7 @@ interface DestinationValues {
 }
 
 interface TaskValues extends ScheduleInput {
+  costLimit: string;
   name: string;
   prompt: string;
   model: string;
@@ -76,6 +84,7 @@ function valuesOfTask(task: Task): TaskValues {
     prompt: task.prompt,
     model: task.model,
     ...scheduleOfTask(task),
+    costLimit: costLimitValue(task),
     skillIds: task.skillIds ?? [],
     sourceIds: task.sourceIds ?? [],
     destinations: (task.destinations ?? []).map((d) => ({
@@ -96,6 +105,7 @@ function newTaskValues(deps: Deps): TaskValues {
     scheduleDays: [],
     timezone: 'UTC',
     cronExpression: '',
+    costLimit: '',
     skillIds: [],
     sourceIds: [],
     destinations: [],
@@ -131,6 +141,7 @@ function valuesOfForm(form: FormBody): TaskValues {
     prompt: field(form, 'prompt'),
     model: field(form, 'model'),
     ...scheduleInputOf(form),
+    costLimit: field(form, 'monthlyCostLimitCents'),
     skillIds: fields(form, 'skillIds'),
     sourceIds: fields(form, 'sourceIds'),
     destinations,
@@ -153,7 +164,7 @@ function createBodyOf(v: TaskValues, organizationId: string): Record<string, unk
   if (v.skillIds.length > 0) body.skillIds = v.skillIds;
   if (v.sourceIds.length > 0) body.sourceIds = v.sourceIds;
   if (v.destinations.length > 0) body.destinations = destinationBodies(v.destinations);
-  return body;
+  return { ...body, ...costLimitCreate(v.costLimit) };
 }
 
 /**
@@ -185,7 +196,7 @@ function patchOf(deps: Deps, v: TaskValues, task: Task): Record<string, unknown>
   const destinations = destinationBodies(v.destinations);
   const stored = destinationBodies(valuesOfTask(task).destinations);
   if (JSON.stringify(destinations) !== JSON.stringify(stored)) patch.destinations = destinations;
-  return patch;
+  return { ...patch, ...costLimitPatch(v.costLimit, task) };
 }
 
 let timezoneOptions: Html | undefined;
@@ -314,6 +325,7 @@ ${problemsFlash(err, TASK_LABELS)}
     )}
     </tbody></table></div>
   </fieldset>
+  ${costLimitField(v.costLimit, err)}
   <div class="row"><button type="submit">${task ? 'Save task' : 'Create task'}</button>
     <a class="button secondary" href="${task ? `/dashboard/tasks/${task.id}` : '/dashboard/tasks'}">Cancel</a></div>
 </form>
@@ -329,10 +341,11 @@ const runNowButton = (viewer: Viewer, task: Task, secondary = false) =>
 
 async function taskPage(deps: Deps, viewer: Viewer, task: Task, flash: Flash): Promise<string> {
   const org = viewer.organizationId;
-  const [skills, sources, runs] = await Promise.all([
+  const [skills, sources, runs, slots] = await Promise.all([
     listSkills(deps, org),
     listSources(deps, org),
     listTaskRuns(deps, org, task.id, 20),
+    taskSlotSections(deps, org, task),
   ]);
   const tz = task.timezone ?? 'UTC';
   const model = deps.models.find(task.model);
@@ -360,6 +373,7 @@ async function taskPage(deps: Deps, viewer: Viewer, task: Task, flash: Flash): P
 </tbody></table></div>
 <h2>Prompt</h2>
 <div class="output pre-wrap">${task.prompt}</div>
+${slots}
 <h2>Runs</h2>
 ${runsTable(runs, { timezone: tz })}`,
   );
