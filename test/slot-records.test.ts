@@ -200,6 +200,10 @@ describe(`slot records, upcoming slots, schedule preview and the cost limit (${b
       },
       { at: '2026-10-26T01:30:00.000Z', localTime: '2026-10-26T02:30:00+01:00' },
     ]);
+    // A `once` task at a time that occurs twice that day: the note too.
+    const onceAt = await call('POST', '/api/svc/schedules/preview', { ...body, schedule: 'once' });
+    assert.equal(onceAt.body.length, 1);
+    assert.match(onceAt.body[0].note, /occurs twice/);
     // A `once` task without a time runs as soon as it is created.
     const once = await call('POST', '/api/svc/schedules/preview', { organizationId: org.organizationId });
     assert.deepEqual(once.body, [{ at: '2026-10-24T12:00:00.000Z', localTime: '2026-10-24T12:00:00+00:00' }]);

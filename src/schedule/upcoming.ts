@@ -60,7 +60,10 @@ function describe(spec: ScheduleSpec, at: Date, wall: number | null): UpcomingSl
 export function upcomingFrom(spec: ScheduleSpec, first: Date | null, count: number): UpcomingSlot[] {
   if (!first || count < 1) return [];
   const out: UpcomingSlot[] = [];
-  const again = nextSlotWithWall(spec, new Date(first.getTime() - 1));
+  // A `once` task with a time has the slot a daily schedule at that time would give.
+  const named =
+    !spec.cronExpression && spec.schedule === 'once' ? { ...spec, schedule: 'daily' as const } : spec;
+  const again = nextSlotWithWall(named, new Date(first.getTime() - 1));
   out.push(describe(spec, first, again && again.at.getTime() === first.getTime() ? again.wall : null));
   let cursor = first;
   while (out.length < count) {
