@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { SLOT_RECORDS_PER_TASK } from '../src/db/sql/scheduler.ts';
 import { ManualClock } from '../src/lib/clock.ts';
 import { DueTaskClaimer } from '../src/scheduler/claimer.ts';
 import { MISSED_RECORDS_PER_CLAIM } from '../src/scheduler/due-slot.ts';
+import { SLOT_RECORDS_PER_TASK, SLOT_RECORDS_PRUNED_TO } from '../src/scheduler/slot-records.ts';
 import { backendName } from './helpers/db.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
 
@@ -117,28 +117,44 @@ describe(`slot records, upcoming slots, schedule preview and the cost limit (${b
     assert.match(oldest?.reason ?? '', /older than the catch-up window|a later slot had passed too/);
   });
 
-  test('a task keeps its newest records only, and its records go when it is deleted', async () => {
+  test('a task holds at most 500 records: a claim past the bound prunes it to its newest 400, and its records go when it is deleted', async () => {
     clock.set('2027-05-03T10:20:00Z');
     const task = await createTask({ schedule: 'hourly', timezone: 'UTC' });
-    // A long history already recorded, all before the task's next slot.
+    // A long history already recorded, all before the task's next slot: one short of the bound.
+    const history = SLOT_RECORDS_PER_TASK - 1;
     await svc.service.deps.db.query(
       `INSERT INTO task_slots (task_id, slot_at, outcome, recorded_at)
        SELECT $1, $2::timestamptz - make_interval(hours => i), 'missed', now() FROM generate_series(1, $3) AS i`,
-      [task.id, new Date('2027-05-03T10:00:00Z'), SLOT_RECORDS_PER_TASK + 50],
+      [task.id, new Date('2027-05-03T10:00:00Z'), history],
     );
+    await svc.service.deps.db.query('UPDATE tasks SET slot_records = $2 WHERE id = $1', [task.id, history]);
+    const held = async () =>
+      (
+        await svc.service.deps.db.query<{ n: number; oldest: Date; counted: number }>(
+          `SELECT count(*)::int AS n, min(slot_at) AS oldest,
+                  (SELECT slot_records FROM tasks WHERE id = $1) AS counted
+             FROM task_slots WHERE task_id = $1`,
+          [task.id],
+        )
+      )[0];
     clock.set('2027-05-03T11:00:00Z');
     await scheduler.tick();
-    const [kept] = await svc.service.deps.db.query<{ n: number; oldest: Date }>(
-      'SELECT count(*)::int AS n, min(slot_at) AS oldest FROM task_slots WHERE task_id = $1',
-      [task.id],
-    );
-    assert.equal(kept?.n, SLOT_RECORDS_PER_TASK);
+    await finishRunsOf(task.id);
+    assert.equal((await held())?.n, SLOT_RECORDS_PER_TASK, 'at the bound: nothing pruned');
+    clock.set('2027-05-03T12:00:00Z');
+    await scheduler.tick();
+    const after = await held();
+    assert.equal(after?.n, SLOT_RECORDS_PRUNED_TO, 'past it: pruned');
+    assert.equal(after?.counted, SLOT_RECORDS_PRUNED_TO);
+    // The newest kept: the two new records and the newest 398 of the history.
     assert.equal(
-      kept?.oldest.toISOString(),
-      new Date(Date.parse('2027-05-03T10:00:00Z') - (SLOT_RECORDS_PER_TASK - 1) * 3_600_000).toISOString(),
-      'the newest are kept',
+      after?.oldest.toISOString(),
+      new Date(Date.parse('2027-05-03T10:00:00Z') - (SLOT_RECORDS_PRUNED_TO - 2) * 3_600_000).toISOString(),
     );
-    assert.equal((await slotsOf(task.id))[0]?.outcome, 'ran');
+    assert.deepEqual(
+      (await slotsOf(task.id, '?limit=2')).map((r) => r.outcome),
+      ['ran', 'ran'],
+    );
     assert.equal((await call('DELETE', `/api/svc/tasks/${task.id}`)).status, 204);
     const left = await svc.service.deps.db.query('SELECT 1 FROM task_slots WHERE task_id = $1', [task.id]);
     assert.equal(left.length, 0);

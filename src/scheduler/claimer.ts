@@ -22,7 +22,7 @@ import { Loop } from '../lib/loop.ts';
 import { scheduleSpecOf } from '../schedule/task-spec.ts';
 import { MAX_SLEEP_MS } from '../schedule/wake.ts';
 import { type DueSlotPlan, planDueSlot } from './due-slot.ts';
-import { missedSlotRecords } from './slot-records.ts';
+import { missedSlotRecords, recordKeeping } from './slot-records.ts';
 
 /**
  * Tasks claimed per transaction. A batch is a fixed handful of statements whatever its size, so
@@ -160,10 +160,19 @@ export class DueTaskClaimer {
       planned.flatMap(({ task, plan }) => (plan.nextRunAt === null ? [task.organization_id] : [])),
     );
     const remaining = new Map([...allowances].map(([id, a]) => [id, a.remaining]));
+    // Each task's records stay bounded: counted on its row, pruned when a claim passes the bound.
+    const fresh = new Map<string, number>();
+    for (const { taskId } of [...slots, ...missed]) fresh.set(taskId, (fresh.get(taskId) ?? 0) + 1);
+    const keeping = new Map(
+      tasks.map((task) => [task.id, recordKeeping(task.slot_records, fresh.get(task.id) ?? 0)]),
+    );
+    const prune = new Map(
+      [...keeping].flatMap(([id, k]) => (k.keep === undefined ? [] : [[id, k.keep] as const])),
+    );
     // Every slot passed gets its record in this statement: the runs, the skips and the misses.
     const inserted =
       slots.length || missed.length
-        ? await insertSlotRuns(tx, slots, now, remaining, missed)
+        ? await insertSlotRuns(tx, slots, now, remaining, missed, prune)
         : new Map<string, SlotRunOutcome>();
     let created = 0;
     const refused = new Map<string, RunAllowance>();
@@ -182,6 +191,7 @@ export class DueTaskClaimer {
         taskId: task.id,
         nextRunAt: plan.nextRunAt,
         complete: plan.nextRunAt === null && outcome !== 'run',
+        slotRecords: keeping.get(task.id)?.count,
       };
     });
     await advanceTasks(tx, advances, now);

@@ -7,6 +7,25 @@ import { type DueSlotPlan, MISSED_COUNT_CAP } from './due-slot.ts';
 
 const minutes = (ms: number) => `${Math.round(ms / 60_000)} min`;
 
+/** The most slot records a task holds. */
+export const SLOT_RECORDS_PER_TASK = 500;
+/**
+ * What a task's records are pruned to once a claim would take them past SLOT_RECORDS_PER_TASK:
+ * the slack between the two makes pruning (which walks the task's newest records) happen once
+ * in about a hundred claims rather than at every one.
+ */
+export const SLOT_RECORDS_PRUNED_TO = 400;
+
+/**
+ * How a task's records are kept after a claim that writes `fresh` of them, given `stored` (the
+ * task's `slot_records`, never below its real count): `count`, the new upper bound, and
+ * `keep`, when pruning, how many of its existing records stay (the newest).
+ */
+export function recordKeeping(stored: number, fresh: number): { count: number; keep?: number } {
+  if (stored + fresh <= SLOT_RECORDS_PER_TASK) return { count: stored + fresh };
+  return { count: SLOT_RECORDS_PRUNED_TO, keep: Math.max(0, SLOT_RECORDS_PRUNED_TO - fresh) };
+}
+
 /** The missed-slot records of one task's plan, oldest first. */
 export function missedSlotRecords(taskId: string, plan: DueSlotPlan, windowMs: number): MissedSlotRecord[] {
   const records: MissedSlotRecord[] = [];

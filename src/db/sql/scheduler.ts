@@ -47,9 +47,6 @@ export interface SlotRunOutcome {
   run: RunRow | undefined;
 }
 
-/** Slot records kept per task: the newest this many (older ones are pruned as new ones come). */
-export const SLOT_RECORDS_PER_TASK = 500;
-
 // Built once: the Db seam names prepared statements by their text.
 const INSERT_SLOT_RUNS = `WITH wanted AS (
        SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $7::numeric[], $8::timestamptz[])
@@ -119,7 +116,7 @@ const INSERT_SLOT_RUNS = `WITH wanted AS (
          FROM unnest($9::uuid[], $10::timestamptz[], $11::int[], $12::text[]) AS m(task_id, slot_at, slots, reason)
        ON CONFLICT (task_id, slot_at) DO NOTHING
      ), pruned AS (
-       -- Keeps each task's newest records: $14 is how many existing ones stay beside the new ones.
+       -- Of the tasks in $13, keeps the newest $14 existing records beside the new ones.
        DELETE FROM task_slots s USING (
          SELECT k.task_id,
                 (SELECT x.slot_at FROM task_slots x WHERE x.task_id = k.task_id
@@ -140,7 +137,8 @@ const INSERT_SLOT_RUNS = `WITH wanted AS (
  * (UNIQUE (task_id, slot_at): another scheduler got there first), and for an organization in
  * `remaining` (runs left in its period under its plan's run limit, counted under its row lock),
  * no more than that many, earliest slots first. Organizations not in `remaining` have no run
- * limit. `missed` are the claim's missed slots, recorded by the same statement.
+ * limit. `missed` are the claim's missed slots, recorded by the same statement; `prune`, the
+ * tasks whose older records go, each with how many of its existing records stay.
  */
 export async function insertSlotRuns(
   tx: Queryable,
@@ -148,10 +146,8 @@ export async function insertSlotRuns(
   now: Date,
   remaining: ReadonlyMap<string, number> = new Map(),
   missed: readonly MissedSlotRecord[] = [],
+  prune: ReadonlyMap<string, number> = new Map(),
 ): Promise<Map<string, SlotRunOutcome>> {
-  // Records each task gets from this claim, so that the retention counts them too.
-  const fresh = new Map<string, number>();
-  for (const { taskId } of [...slots, ...missed]) fresh.set(taskId, (fresh.get(taskId) ?? 0) + 1);
   const rows = await tx.query<
     RunRow & {
       wanted_task_id: string;
@@ -173,8 +169,8 @@ export async function insertSlotRuns(
     missed.map((m) => m.slotAt),
     missed.map((m) => m.slots),
     missed.map((m) => m.reason),
-    [...fresh.keys()],
-    [...fresh.values()].map((n) => Math.max(0, SLOT_RECORDS_PER_TASK - n)),
+    [...prune.keys()],
+    [...prune.values()],
   ]);
   const outcomes = new Map<string, SlotRunOutcome>();
   for (const { wanted_task_id, in_flight, over_budget, over_limit, budget_first, ...run } of rows) {
@@ -194,6 +190,8 @@ export interface TaskAdvance {
   nextRunAt: Date | null;
   /** No further slot and nothing left to run: the task becomes `completed`. */
   complete: boolean;
+  /** The task's slot records after this claim, at most (unchanged when absent). */
+  slotRecords?: number | undefined;
 }
 
 /** Moves a batch of claimed tasks to their next slots, in one statement. */
@@ -218,10 +216,18 @@ export async function advanceTasks(
   await tx.query(
     `UPDATE tasks t SET next_run_at = v.next_run_at,
         status = CASE WHEN v.complete THEN 'completed' ELSE t.status END,
-        updated_at = CASE WHEN v.complete THEN $4 ELSE t.updated_at END
-       FROM unnest($1::uuid[], $2::timestamptz[], $3::boolean[]) AS v(id, next_run_at, complete)
+        updated_at = CASE WHEN v.complete THEN $4 ELSE t.updated_at END,
+        slot_records = coalesce(v.slot_records, t.slot_records)
+       FROM unnest($1::uuid[], $2::timestamptz[], $3::boolean[], $5::int[])
+         AS v(id, next_run_at, complete, slot_records)
       WHERE t.id = v.id`,
-    [advances.map((a) => a.taskId), advances.map((a) => a.nextRunAt), advances.map((a) => a.complete), now],
+    [
+      advances.map((a) => a.taskId),
+      advances.map((a) => a.nextRunAt),
+      advances.map((a) => a.complete),
+      now,
+      advances.map((a) => a.slotRecords ?? null),
+    ],
   );
 }
 

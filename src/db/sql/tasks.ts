@@ -26,6 +26,8 @@ export interface TaskRow {
   monthly_cost_limit_cents: number | null;
   /** When the cost limit first held in a period (scheduler or run now, under the task's lock). */
   cost_limit_reached_at: Date | null;
+  /** At least the number of the task's slot records (the scheduler's, see scheduler/slot-records.ts). */
+  slot_records: number;
 }
 
 export interface DestinationRow {
@@ -75,7 +77,7 @@ export function listTasks(db: Queryable, organizationId: string): Promise<TaskWi
 /** Columns a create or update may write, in the order of TASK_COLUMNS. */
 export type TaskFields = Omit<
   TaskRow,
-  'id' | 'organization_id' | 'created_at' | 'last_run_at' | 'cost_limit_reached_at'
+  'id' | 'organization_id' | 'created_at' | 'last_run_at' | 'cost_limit_reached_at' | 'slot_records'
 >;
 
 const TASK_COLUMNS = [
