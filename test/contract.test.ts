@@ -560,6 +560,27 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
       assert.equal(received.received, true);
     });
 
+    test('slot records, upcoming slots and the schedule preview answer as documented', async () => {
+      assert.ok(Array.isArray(await expect(200, 'GET', `/api/svc/tasks/${ids.task}/slots?limit=5`)));
+      await expect(400, 'GET', `/api/svc/tasks/${ids.task}/slots?limit=101`);
+      await expect(404, 'GET', `/api/svc/tasks/${nobody}/slots`);
+      assert.ok(Array.isArray(await expect(200, 'GET', `/api/svc/tasks/${ids.task}/upcoming?count=3`)));
+      await expect(404, 'GET', `/api/svc/tasks/${nobody}/upcoming`);
+      const body = {
+        organizationId: org.organizationId,
+        schedule: 'daily',
+        timezone: 'Europe/Berlin',
+        count: 2,
+      };
+      assert.equal((await expect(200, 'POST', '/api/svc/schedules/preview', { body })).length, 2);
+      await expect(400, 'POST', '/api/svc/schedules/preview', {
+        body: { ...body, timezone: 'Nowhere/Else' },
+      });
+      await expect(401, 'POST', '/api/svc/schedules/preview', {
+        body: { ...body, organizationId: other.organizationId },
+      });
+    });
+
     test('deleting a task answers 204 with no body, then 404', async () => {
       // Replay (after the statistics above counted three runs): a new pending run of the task.
       const [latest] = await expect(200, 'GET', `/api/svc/tasks/${ids.task}/runs?limit=1`);

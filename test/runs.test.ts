@@ -243,12 +243,16 @@ describe('runs', () => {
     const second = randomUUID();
     assert.deepEqual((await insertSlotRuns(db, slot(second), now)).get(task), {
       inFlight: true,
+      overCostLimit: false,
+      costLimitFirst: false,
       overRunLimit: false,
       run: undefined,
     });
     await db.query("UPDATE runs SET status = 'completed' WHERE id = $1", [first.run.id]);
     assert.deepEqual((await insertSlotRuns(db, slot(second), now)).get(task), {
       inFlight: false,
+      overCostLimit: false,
+      costLimitFirst: false,
       overRunLimit: false,
       run: undefined,
     });

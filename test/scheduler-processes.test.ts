@@ -6,6 +6,7 @@ import { createPostgresDatabase, TEST_DATABASE_URL } from './helpers/db.ts';
 import { type ModelServer, startModelServer } from './helpers/model-server.ts';
 import { type ServerProcess, startServerProcess } from './helpers/process.ts';
 import { ADMIN_TOKEN } from './helpers/service.ts';
+import { assertRunsMatchRecords, recordedOutcomes } from './helpers/slot-records.ts';
 import { waitFor } from './helpers/wait.ts';
 
 const PROCESSES = 3;
@@ -56,6 +57,24 @@ describe('scheduling across processes', {
       },
       LONG,
     );
+
+  const rows = async <T>(text: string, params?: unknown[]) => (await sql.query(text, params)).rows as T[];
+
+  /** Each task of the prefix passed one slot: it has exactly one record, `ran`, naming its run. */
+  async function assertOneRanRecordEach(promptPrefix: string, count: number) {
+    const ids = (
+      await rows<{ id: string }>(`SELECT id FROM tasks WHERE prompt LIKE $1 || ' %'`, [promptPrefix])
+    ).map((r) => r.id);
+    assert.equal(ids.length, count);
+    assert.deepEqual(await recordedOutcomes(rows, ids), {
+      ran: count,
+      missed: 0,
+      skipped_overlap: 0,
+      skipped_budget: 0,
+      skipped_run_limit: 0,
+    });
+    await assertRunsMatchRecords(rows, ids);
+  }
 
   const runsOf = async (promptPrefix: string) =>
     (
@@ -127,6 +146,7 @@ describe('scheduling across processes', {
       [slot],
     );
     assert.equal(rows[0]?.n, 500, 'every task moved to its next slot');
+    await assertOneRanRecordEach('fast', 500);
   });
 
   test('a worker killed with SIGKILL mid-run loses no run and duplicates none', async () => {
@@ -159,6 +179,7 @@ describe('scheduling across processes', {
       runs.some((r) => r.attempts >= 2),
       'the runs the killed worker held were taken over by another worker',
     );
+    await assertOneRanRecordEach('slow', 200);
   });
 
   test('the surviving processes stop cleanly on SIGTERM and leave no run running', async () => {

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { ManualClock } from '../src/lib/clock.ts';
-import type { DueTaskClaimer } from '../src/scheduler/claimer.ts';
+import type { DueTaskClaimer, TickResult } from '../src/scheduler/claimer.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
+import { assertRunsMatchRecords, recordedOutcomes, totalsOfTicks } from './helpers/slot-records.ts';
 
 const HOUR = 3_600_000;
 
@@ -16,6 +17,7 @@ describe('the scheduler (due-task claimer)', () => {
   let svc: TestService;
   let scheduler: DueTaskClaimer;
   let org: { organizationId: string; apiKey: string };
+  const ticks: TickResult[] = [];
 
   const createTask = async (extra: Record<string, unknown>) => {
     const res = await svc.call({
@@ -47,6 +49,14 @@ describe('the scheduler (due-task claimer)', () => {
     const s = svc.service.scheduler;
     if (!s) throw new Error('no scheduler role');
     scheduler = s;
+    // Every tick is counted (the tests' and the scheduler loop's own), so that each test can
+    // check that every slot the scheduler passed has exactly one record.
+    const tick = s.tick.bind(s);
+    s.tick = async () => {
+      const result = await tick();
+      ticks.push(result);
+      return result;
+    };
     org = await svc.createOrg('paid');
     // Enough room for every task of this file.
     await svc.call({
@@ -58,7 +68,18 @@ describe('the scheduler (due-task claimer)', () => {
   });
   after(() => svc.close());
   // Ticks look at every task: each test starts with none left from the one before.
-  afterEach(() => svc.service.deps.db.query('DELETE FROM tasks'));
+  afterEach(async () => {
+    const rows = <T>(sql: string, params?: unknown[]) => svc.service.deps.db.query<T>(sql, params);
+    assert.deepEqual(
+      await recordedOutcomes(rows, null),
+      totalsOfTicks(ticks),
+      'the records add up to the slots',
+    );
+    await assertRunsMatchRecords(rows, null);
+    ticks.length = 0;
+    await svc.service.deps.db.query('DELETE FROM tasks');
+    assert.deepEqual(await rows('SELECT task_id FROM task_slots'), [], "a task's records go with it");
+  });
 
   test('a due daily task gets one run for its slot and moves to the next day', async () => {
     clock.set('2027-05-03T10:20:00Z');

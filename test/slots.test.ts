@@ -12,6 +12,7 @@ import {
   WEEKDAYS,
   type Weekday,
 } from '../src/schedule/slots.ts';
+import { upcomingFrom } from '../src/schedule/upcoming.ts';
 
 // A fixed seed keeps CI deterministic; set SLOTS_SEED to explore other seeds locally.
 // (Seeds 287399569 and 20271031 found croner reading 'SUN-SUN' as every day; names are now
@@ -493,6 +494,33 @@ describe('slots agree with an independent minute-by-minute reference', () => {
         assertSameSlots(c, window.after, window.end);
       }),
       { numRuns: 1500, seed: PROPERTY_SEED },
+    );
+  });
+
+  test('upcoming slots are the same instants, their local times read back to them, and a slot the DST rule moved says so', () => {
+    fc.assert(
+      fc.property(scenarioArb, ({ c, window }) => {
+        const zone = c.spec.timezone;
+        const after = new Date(window.after);
+        const listed = upcomingFrom(c.spec, nextSlot(c.spec, after), 30);
+        assert.deepEqual(
+          listed.map((u) => u.at.getTime()),
+          upcomingSlots(c.spec, after, 30).map((d) => d.getTime()),
+        );
+        const changes = transitions(zone);
+        for (const u of listed) {
+          assert.equal(Date.parse(u.localTime), u.at.getTime(), u.localTime);
+          // A local time the schedule does not name can only be one a gap moved a slot to.
+          if (!c.match(intlLocalMinute(zone, u.at.getTime()))) assert.match(u.note ?? '', /does not exist/);
+          if (u.note) {
+            assert.ok(
+              changes.some((t) => Math.abs(t - u.at.getTime()) <= DAY),
+              `a note only next to a transition: ${u.note}`,
+            );
+          }
+        }
+      }),
+      { numRuns: 500, seed: PROPERTY_SEED },
     );
   });
 

@@ -73,6 +73,7 @@ describe(`task creates, one statement for many (${backendName})`, () => {
         max_cost_cents_per_run: null,
         output_schema: null,
         required_tools: null,
+        monthly_cost_limit_cents: null,
       },
       links: { skillIds: [], sourceIds: [], destinations: [], ...links },
       wakeSchedulers: false,

@@ -31,6 +31,7 @@ import {
 import { scheduleSpecOf } from '../schedule/task-spec.ts';
 import { slotNeedsWake } from '../schedule/wake.ts';
 import type { Task, TaskCreateBody, TaskUpdateBody } from '../schemas/task.ts';
+import { refuseOverCostLimit } from './cost-limit.ts';
 import type { Deps } from './deps.ts';
 import { checkDestination } from './destinations.ts';
 import { checkTaskTotals, orgCapReached, utf8Bytes } from './org-caps.ts';
@@ -77,14 +78,35 @@ export function taskView(row: TaskWithLinks): Task {
   task.deliverOn = row.deliver_on;
   task.consecutiveFailures = row.consecutive_failures;
   if (row.paused_reason !== null) task.pausedReason = row.paused_reason;
+  if (row.monthly_cost_limit_cents !== null) task.monthlyCostLimitCents = row.monthly_cost_limit_cents;
   return task;
 }
 
 /** A weekly task without days runs on the weekday it was set up, in its timezone: stored, so it stays put. */
-function pinWeekday(f: TaskFields, now: Date): void {
+export function pinnedWeekday(
+  f: Pick<TaskFields, 'schedule' | 'cron_expression' | 'schedule_days' | 'timezone'>,
+  now: Date,
+): string[] | null {
   if (f.schedule === 'weekly' && !f.cron_expression && !f.schedule_days?.length) {
-    f.schedule_days = [weekdayAt(now, f.timezone)];
+    return [weekdayAt(now, f.timezone)];
   }
+  return f.schedule_days;
+}
+
+function pinWeekday(f: TaskFields, now: Date): void {
+  f.schedule_days = pinnedWeekday(f, now);
+}
+
+/** The schedule rules the schema cannot express (a task's, and a schedule preview's). */
+export function scheduleProblems(f: Pick<TaskFields, 'timezone' | 'cron_expression'>): ErrorDetail[] {
+  const details: ErrorDetail[] = [];
+  if (!isValidTimezone(f.timezone))
+    details.push({ path: '/body/timezone', message: 'is not an IANA timezone name' });
+  if (f.cron_expression !== null) {
+    const cron = checkCronExpression(f.cron_expression);
+    if (!cron.ok) details.push({ path: '/body/cronExpression', message: cron.message });
+  }
+  return details;
 }
 
 /** Rules the schema cannot express; every problem is reported, each with its field. */
@@ -105,12 +127,7 @@ function checkRules(
       ? emailAddressProblem(f.delivery_email_address)
       : undefined;
   if (emailProblem) details.push({ path: '/body/deliveryEmailAddress', message: emailProblem });
-  if (!isValidTimezone(f.timezone))
-    details.push({ path: '/body/timezone', message: 'is not an IANA timezone name' });
-  if (f.cron_expression !== null) {
-    const cron = checkCronExpression(f.cron_expression);
-    if (!cron.ok) details.push({ path: '/body/cronExpression', message: cron.message });
-  }
+  details.push(...scheduleProblems(f));
   // Only a model the request names is checked: a PATCH of another field must not fail because
   // the operator's catalog has since dropped the task's stored model (its runs then fail with a
   // message saying so).
@@ -198,6 +215,7 @@ export async function createTask(deps: Deps, organizationId: string, body: TaskC
     ...runCheckColumnsOf(body),
     auto_pause_after_failures: body.autoPauseAfterFailures ?? TASK_SETTING_DEFAULTS.auto_pause_after_failures,
     deliver_on: body.deliverOn ?? TASK_SETTING_DEFAULTS.deliver_on,
+    monthly_cost_limit_cents: body.monthlyCostLimitCents ?? null,
   };
   checkRules(deps, fields, body.destinations, true, true, await runCheckProblems(organizationId, body));
   pinWeekday(fields, now);
@@ -284,6 +302,10 @@ export async function updateOrganizationTask(
       ...patchedRunCheckColumns(patch, current),
       auto_pause_after_failures: patch.autoPauseAfterFailures ?? current.auto_pause_after_failures,
       deliver_on: patch.deliverOn ?? current.deliver_on,
+      monthly_cost_limit_cents:
+        patch.monthlyCostLimitCents !== undefined
+          ? patch.monthlyCostLimitCents
+          : current.monthly_cost_limit_cents,
     };
     checkRules(
       deps,
@@ -348,12 +370,16 @@ export async function deleteOrganizationTask(
  */
 export async function runTaskNow(deps: Deps, organizationId: string, id: string, replay?: ReplayFields) {
   const now = deps.clock.now();
-  type Outcome = { run: RunRow } | { refused: RunAllowance; told: boolean };
+  type Outcome = { run: RunRow } | { refused: RunAllowance; told: boolean } | { overCost: string };
   const created = await deps.db.transaction(async (tx): Promise<Outcome> => {
     if (!(await lockTask(tx, organizationId, id))) throw errors.notFound('Task');
     if (await hasRunInFlight(tx, id)) {
       throw new AppError('conflict', 'A run of this task is already pending or running');
     }
+    // At the task's monthly cost limit no run is created either (checked with no run in flight
+    // and the task locked, so its cost is not moving); the first refusal of a period is recorded.
+    const overCost = await refuseOverCostLimit(deps, tx, organizationId, id, now);
+    if (overCost) return { overCost };
     // At the plan's run limit no run is created. The refusal is recorded (committed, not
     // thrown away with a rollback) so that the organization is told once per period.
     const allowance = (await lockRunAllowances(tx, [organizationId], now)).get(organizationId);
@@ -373,6 +399,7 @@ export async function runTaskNow(deps: Deps, organizationId: string, id: string,
     await notify(tx, 'svc_runs');
     return { run };
   });
+  if ('overCost' in created) throw new AppError('conflict', created.overCost);
   if ('refused' in created) {
     const a = created.refused;
     if (created.told) {

@@ -18,6 +18,7 @@ import { destinationRoutes } from './routes/destinations.ts';
 import { healthRoutes } from './routes/health.ts';
 import { modelRoutes } from './routes/models.ts';
 import { runRoutes } from './routes/runs.ts';
+import { scheduleRoutes } from './routes/schedules.ts';
 import { skillRoutes } from './routes/skills.ts';
 import { sourceRoutes } from './routes/sources.ts';
 import { statsRoutes } from './routes/stats.ts';
@@ -149,6 +150,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
         taskRoutes,
         destinationRoutes,
         runRoutes,
+        scheduleRoutes,
         statsRoutes,
         skillRoutes,
         sourceRoutes,

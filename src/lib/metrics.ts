@@ -24,7 +24,7 @@ export function createMetrics() {
     }),
     schedulerSlots: new Counter({
       name: 'svc_scheduler_slots_total',
-      help: "Schedule slots handled by this scheduler: run (a run was created), missed (older than the catch-up window, or superseded by a later missed slot), skipped_overlap (the previous run was still pending or running), skipped_run_limit (the organization had used its plan's runs for the billing period)",
+      help: "Schedule slots handled by this scheduler: run (a run was created), missed (older than the catch-up window, or superseded by a later missed slot), skipped_overlap (the previous run was still pending or running), skipped_budget (the task's cost in the billing period reached its monthly cost limit), skipped_run_limit (the organization had used its plan's runs for the billing period)",
       labelNames: ['outcome'] as const,
       registers: [registry],
     }),

@@ -77,6 +77,14 @@ export function weekdayAt(instant: Date, timezone: string): Weekday {
 
 /** The first slot strictly after `after`, or null when there is none (a `once` task never has a second). */
 export function nextSlot(spec: ScheduleSpec, after: Date): Date | null {
+  return nextSlotWithWall(spec, after)?.at ?? null;
+}
+
+/**
+ * nextSlot with the wall time (see timezone.ts) that names the slot: in a DST gap it differs
+ * from the slot's own local time, which is how a preview says a slot was moved.
+ */
+export function nextSlotWithWall(spec: ScheduleSpec, after: Date): { at: Date; wall: number } | null {
   const afterMs = checkedTime(after);
   const next = wallIterator(spec, afterMs);
   if (!next) return null;
@@ -87,7 +95,7 @@ export function nextSlot(spec: ScheduleSpec, after: Date): Date | null {
     wall = next(wall);
     if (wall === null) return null;
     const instant = instantOfWallTime(spec.timezone, wall);
-    if (instant > afterMs) return new Date(instant);
+    if (instant > afterMs) return { at: new Date(instant), wall };
   }
 }
 

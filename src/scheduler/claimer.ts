@@ -13,6 +13,7 @@ import {
   type SlotRunOutcome,
 } from '../db/sql/scheduler.ts';
 import type { TaskRow } from '../db/sql/tasks.ts';
+import { type CostLimit, costLimitsOf, queueCostLimitNotice } from '../domain/cost-limit.ts';
 import type { Deps } from '../domain/deps.ts';
 import { lockRunAllowances, type RunAllowance, recordRunLimitReached } from '../domain/run-limit.ts';
 import { newId } from '../lib/ids.ts';
@@ -20,6 +21,7 @@ import { Loop } from '../lib/loop.ts';
 import { scheduleSpecOf } from '../schedule/task-spec.ts';
 import { MAX_SLEEP_MS } from '../schedule/wake.ts';
 import { type DueSlotPlan, planDueSlot } from './due-slot.ts';
+import { missedSlotRecords, recordKeeping } from './slot-records.ts';
 
 /**
  * Tasks claimed per transaction. A batch is a fixed handful of statements whatever its size, so
@@ -34,6 +36,7 @@ export interface TickResult {
   runsCreated: number;
   missed: number;
   skippedOverlap: number;
+  skippedBudget: number;
   skippedRunLimit: number;
 }
 
@@ -83,7 +86,13 @@ export class DueTaskClaimer {
    * schedulers in several processes do.
    */
   async tick(): Promise<TickResult> {
-    const total: TickResult = { runsCreated: 0, missed: 0, skippedOverlap: 0, skippedRunLimit: 0 };
+    const total: TickResult = {
+      runsCreated: 0,
+      missed: 0,
+      skippedOverlap: 0,
+      skippedBudget: 0,
+      skippedRunLimit: 0,
+    };
     const lanes = Math.min(CLAIM_LANES, this.#deps.db.backend.maxConcurrency);
     await Promise.all(Array.from({ length: lanes }, () => this.#claimUntilShort(total)));
     return total;
@@ -126,8 +135,20 @@ export class DueTaskClaimer {
           ]
         : [],
     );
+    // A task at its monthly cost limit gets no run either: decided (and recorded) by the same
+    // statement, from each limited task's cost in its organization's current period.
+    const costLimits = await costLimitsOf(
+      tx,
+      planned.flatMap(({ task, plan }) => (plan.runSlot ? [task] : [])),
+      now,
+    );
     const slots = planned.flatMap(({ task, plan }) =>
-      plan.runSlot ? [{ taskId: task.id, runId: newId(), slotAt: plan.runSlot }] : [],
+      plan.runSlot
+        ? [{ taskId: task.id, runId: newId(), slotAt: plan.runSlot, costLimit: costLimits.get(task.id) }]
+        : [],
+    );
+    const missed = planned.flatMap(({ task, plan }) =>
+      missedSlotRecords(task.id, plan, config.scheduler.catchUpWindowMs),
     );
     // A slot beyond its organization's run limit gets no run; the rows of the tasks' organizations
     // that may complete are locked with them, in one id order (see lockRunAllowances).
@@ -138,16 +159,30 @@ export class DueTaskClaimer {
       planned.flatMap(({ task, plan }) => (plan.nextRunAt === null ? [task.organization_id] : [])),
     );
     const remaining = new Map([...allowances].map(([id, a]) => [id, a.remaining]));
-    const inserted = slots.length
-      ? await insertSlotRuns(tx, slots, now, remaining)
-      : new Map<string, SlotRunOutcome>();
+    // Each task's records stay bounded: counted on its row, pruned when a claim passes the bound.
+    const fresh = new Map<string, number>();
+    for (const { taskId } of [...slots, ...missed]) fresh.set(taskId, (fresh.get(taskId) ?? 0) + 1);
+    const keeping = new Map(
+      tasks.map((task) => [task.id, recordKeeping(task.slot_records, fresh.get(task.id) ?? 0)]),
+    );
+    const prune = new Map(
+      [...keeping].flatMap(([id, k]) => (k.keep === undefined ? [] : [[id, k.keep] as const])),
+    );
+    // Every slot passed gets its record in this statement: the runs, the skips and the misses.
+    const inserted =
+      slots.length || missed.length
+        ? await insertSlotRuns(tx, slots, now, remaining, missed, prune)
+        : new Map<string, SlotRunOutcome>();
     let created = 0;
     const refused = new Map<string, RunAllowance>();
+    const overBudget: { task: TaskRow; costLimit: CostLimit }[] = [];
     const advances = planned.map(({ task, plan }) => {
       const outcome = this.#record(task, plan, inserted.get(task.id), now, total);
       if (outcome === 'run') created++;
       const allowance = allowances.get(task.organization_id);
       if (outcome === 'skipped_run_limit' && allowance) refused.set(task.organization_id, allowance);
+      const costLimit = costLimits.get(task.id);
+      if (inserted.get(task.id)?.costLimitFirst && costLimit) overBudget.push({ task, costLimit });
       // A task with no further slot is done once nothing more can run for it: a `once` task
       // whose run was just created completes when that run ends (the worker does it); one
       // whose only slot was missed or skipped completes now.
@@ -155,10 +190,21 @@ export class DueTaskClaimer {
         taskId: task.id,
         nextRunAt: plan.nextRunAt,
         complete: plan.nextRunAt === null && outcome !== 'run',
+        slotRecords: keeping.get(task.id)?.count,
       };
     });
     await advanceTasks(tx, advances, now);
     await this.#tellRunLimitReached(tx, [...refused.values()], now);
+    for (const { task, costLimit } of overBudget) {
+      await queueCostLimitNotice(this.#deps, tx, {
+        organizationId: task.organization_id,
+        taskId: task.id,
+        limitCents: costLimit.cents,
+        periodStart: costLimit.periodStart,
+        periodEnd: costLimit.periodEnd,
+        by: 'schedule',
+      });
+    }
     return created;
   }
 
@@ -191,7 +237,7 @@ export class DueTaskClaimer {
     inserted: SlotRunOutcome | undefined,
     now: Date,
     total: TickResult,
-  ): 'run' | 'skipped_overlap' | 'skipped_run_limit' | 'none' {
+  ): 'run' | 'skipped_overlap' | 'skipped_budget' | 'skipped_run_limit' | 'none' {
     const { log, metrics } = this.#deps;
     const context = { taskId: task.id, organizationId: task.organization_id };
     if (plan.missed > 0) {
@@ -211,6 +257,15 @@ export class DueTaskClaimer {
         'schedule slot skipped: the previous run of the task is still pending or running',
       );
       return 'skipped_overlap';
+    }
+    if (inserted.overCostLimit) {
+      total.skippedBudget++;
+      metrics.schedulerSlots.inc({ outcome: 'skipped_budget' });
+      log.info(
+        { ...context, slot: plan.runSlot },
+        "schedule slot skipped: the task's cost in the billing period reached its monthly cost limit",
+      );
+      return 'skipped_budget';
     }
     if (inserted.overRunLimit) {
       total.skippedRunLimit++;

@@ -14,7 +14,28 @@ export interface DueSlotPlan {
   missed: number;
   /** The task's next slot after this plan (null when the schedule has no further slot). */
   nextRunAt: Date | null;
+  /**
+   * The newest missed slots, oldest first, at most MISSED_RECORDS_PER_CLAIM of them, each with
+   * why it was missed (`window`: older than the catch-up window; `superseded`: a later slot had
+   * passed too). Empty when nothing was missed.
+   */
+  missedSlots: MissedSlot[];
+  /** The first missed slot, when more were missed than missedSlots holds (they are folded). */
+  firstMissed: Date | null;
+  /** The count stopped at MISSED_COUNT_CAP: more slots than `missed` were passed. */
+  missedCapped: boolean;
 }
+
+export interface MissedSlot {
+  at: Date;
+  why: 'window' | 'superseded';
+}
+
+/**
+ * Missed slots recorded one by one per claim: the newest this many; older ones of the same
+ * claim are folded into one record (the slot record table stays bounded after any outage).
+ */
+export const MISSED_RECORDS_PER_CLAIM = 100;
 
 /**
  * Counting missed slots one by one is bounded: after a long outage of a minutely cron there may
@@ -30,30 +51,44 @@ export const MISSED_COUNT_CAP = 10_000;
 export function planDueSlot(spec: ScheduleSpec, dueAt: Date, now: Date, windowMs: number): DueSlotPlan {
   const windowStart = now.getTime() - windowMs;
   let missed = 0;
+  let missedCapped = false;
+  let firstMissed: Date | null = null;
+  const missedSlots: MissedSlot[] = [];
+  const miss = (at: Date, why: MissedSlot['why']) => {
+    missed++;
+    firstMissed ??= at;
+    missedSlots.push({ at, why });
+    if (missedSlots.length > MISSED_RECORDS_PER_CLAIM) missedSlots.shift();
+  };
+  const done = (runSlot: Date | null, nextRunAt: Date | null): DueSlotPlan => ({
+    runSlot,
+    missed,
+    nextRunAt,
+    missedSlots,
+    firstMissed: missed > missedSlots.length ? firstMissed : null,
+    missedCapped,
+  });
   let candidate: Date | null = dueAt;
 
   // Slots before the window are missed.
   while (candidate && candidate.getTime() < windowStart) {
     if (missed >= MISSED_COUNT_CAP) {
       // The first slot at or after the window's start.
+      missedCapped = true;
       candidate = nextSlot(spec, new Date(windowStart - 1));
       break;
     }
-    missed++;
+    miss(candidate, 'window');
     candidate = nextSlot(spec, candidate);
   }
-  if (!candidate || candidate.getTime() > now.getTime()) {
-    return { runSlot: null, missed, nextRunAt: candidate };
-  }
+  if (!candidate || candidate.getTime() > now.getTime()) return done(null, candidate);
 
   // Inside the window: only the most recent passed slot runs; earlier ones are missed.
   let latest = candidate;
   for (;;) {
     const following = nextSlot(spec, latest);
-    if (!following || following.getTime() > now.getTime()) {
-      return { runSlot: latest, missed, nextRunAt: following };
-    }
-    missed++;
+    if (!following || following.getTime() > now.getTime()) return done(latest, following);
+    miss(latest, 'superseded');
     latest = following;
   }
 }

@@ -55,7 +55,8 @@ export const Destination = Type.Object({
 });
 export type Destination = Static<typeof Destination>;
 
-const commonFields = {
+/** The schema of each task field (schedule previews take the schedule fields from here). */
+export const commonFields = {
   name: Type.String({ minLength: 1, maxLength: 255 }),
   prompt: Type.String({ minLength: 1, maxLength: 100_000 }),
   model: Type.String({ minLength: 1, maxLength: 200, description: "A catalog model's id or routerModelId" }),
@@ -80,6 +81,12 @@ const commonFields = {
     description:
       'always (default); change: a completed run whose output equals the last delivered one is not sent; failure: only failed runs are sent',
   }),
+  monthlyCostLimitCents: Type.Number({
+    minimum: 0,
+    maximum: 100_000_000,
+    description:
+      "Cents per billing period: once the task's cost in the organization's current period reaches it, scheduled slots are skipped and Run now answers 409 until the next period",
+  }),
 };
 
 export const TaskCreateBody = Type.Object(
@@ -103,6 +110,7 @@ export const TaskCreateBody = Type.Object(
     ...runCheckCreateFields,
     autoPauseAfterFailures: Type.Optional(commonFields.autoPauseAfterFailures),
     deliverOn: Type.Optional(commonFields.deliverOn),
+    monthlyCostLimitCents: Type.Optional(commonFields.monthlyCostLimitCents),
   },
   { additionalProperties: false },
 );
@@ -130,6 +138,7 @@ export const TaskUpdateBody = Type.Object(
     ...runCheckUpdateFields,
     autoPauseAfterFailures: Type.Optional(commonFields.autoPauseAfterFailures),
     deliverOn: Type.Optional(commonFields.deliverOn),
+    monthlyCostLimitCents: Type.Optional(Nullable(commonFields.monthlyCostLimitCents)),
   },
   { additionalProperties: false },
 );
@@ -171,6 +180,7 @@ export const Task = Type.Object({
   pausedReason: Type.Optional(
     Type.String({ description: 'Why the task paused itself (read-only; present while it stays paused)' }),
   ),
+  monthlyCostLimitCents: Type.Optional(Type.Number({ description: 'Absent: no monthly cost limit' })),
 });
 export type Task = Static<typeof Task>;
 

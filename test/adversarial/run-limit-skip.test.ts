@@ -5,6 +5,7 @@ import { backendName } from '../helpers/db.ts';
 import type { ModelServer } from '../helpers/model-server.ts';
 import { newTask, type Org, startWorkerService } from '../helpers/runs.ts';
 import { startTestService, type TestService } from '../helpers/service.ts';
+import { assertRunsMatchRecords, recordedOutcomes } from '../helpers/slot-records.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.ts';
 
@@ -121,6 +122,16 @@ describe(`slots beyond the run limit (${backendName})`, () => {
 
     const metrics = (await svc.call({ method: 'GET', url: '/metrics' })).raw;
     assert.match(metrics, /svc_scheduler_slots_total\{outcome="skipped_run_limit"\} 7/);
+    const rows = <T>(sql: string, params?: unknown[]) => svc.service.deps.db.query<T>(sql, params);
+    const ids = tasks.map((t) => t.id);
+    assert.deepEqual(await recordedOutcomes(rows, ids), {
+      ran: 3,
+      missed: 0,
+      skipped_overlap: 0,
+      skipped_budget: 0,
+      skipped_run_limit: 7,
+    });
+    await assertRunsMatchRecords(rows, ids);
   });
 });
 
@@ -160,6 +171,25 @@ describe(`the run limit under concurrency (${backendName})`, () => {
     assert.equal((await runsOf(svc, org)).length, LIMIT);
     assert.equal(created + accepted, LIMIT);
     assert.equal(created + skipped, scheduled.length, 'every due slot is either run or skipped');
+    // Each of those slots has exactly one record, saying which.
+    const rows = <T>(sql: string, params?: unknown[]) => svc.service.deps.db.query<T>(sql, params);
+    assert.deepEqual(await recordedOutcomes(rows, scheduled), {
+      ran: created,
+      missed: 0,
+      skipped_overlap: 0,
+      skipped_budget: 0,
+      skipped_run_limit: skipped,
+    });
+    const perTask = await rows<{ n: number }>(
+      'SELECT count(*)::int AS n FROM task_slots WHERE task_id = ANY($1::uuid[]) GROUP BY task_id',
+      [scheduled],
+    );
+    assert.equal(perTask.length, scheduled.length);
+    assert.ok(
+      perTask.every((r) => r.n === 1),
+      'one record per slot',
+    );
+    await assertRunsMatchRecords(rows, scheduled);
     assert.equal((await billing(svc, org)).runsUsed, LIMIT);
     assert.equal(toldLines(svc, org), 1);
   });

@@ -22,42 +22,54 @@ export interface SlotRun {
   taskId: string;
   runId: string;
   slotAt: Date;
+  /** The task's monthly cost limit in cents, with the start of the billing period it holds for. */
+  costLimit?: { cents: number; periodStart: Date } | undefined;
+}
+
+/** Missed slots of a claim, recorded with its decisions (`slots` > 1: that many, folded). */
+export interface MissedSlotRecord {
+  taskId: string;
+  slotAt: Date;
+  slots: number;
+  reason: string;
 }
 
 export interface SlotRunOutcome {
   /** The task had a run pending or running, so nothing was inserted (overlap). */
   inFlight: boolean;
+  /** The task's cost in the period reached its monthly cost limit, so nothing was inserted. */
+  overCostLimit: boolean;
+  /** Over the cost limit, and the first time in the period: the task's destinations are to be told. */
+  costLimitFirst: boolean;
   /** The organization had no run left in its billing period, so nothing was inserted. */
   overRunLimit: boolean;
-  /** The inserted run; undefined when the task was in flight, over the limit or the slot already had a run. */
+  /** The inserted run; undefined when the task was in flight, over a limit or the slot already had a run. */
   run: RunRow | undefined;
 }
 
-/**
- * Inserts the scheduled runs of a batch of claimed tasks in one statement, each with its
- * usage-ledger row: not for a task that still has a run pending or running, nothing where the
- * slot already has a run (UNIQUE (task_id, slot_at): another scheduler got there first), and
- * for an organization in `remaining` (runs left in its period under its plan's run limit,
- * counted under its row lock), no more than that many, earliest slots first. Organizations
- * not in `remaining` have no run limit.
- */
-export async function insertSlotRuns(
-  tx: Queryable,
-  slots: readonly SlotRun[],
-  now: Date,
-  remaining: ReadonlyMap<string, number> = new Map(),
-): Promise<Map<string, SlotRunOutcome>> {
-  const rows = await tx.query<RunRow & { wanted_task_id: string; in_flight: boolean; over_limit: boolean }>(
-    `WITH wanted AS (
-       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS w(task_id, run_id, slot_at)
+// Built once: the Db seam names prepared statements by their text.
+const INSERT_SLOT_RUNS = `WITH wanted AS (
+       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $7::numeric[], $8::timestamptz[])
+         AS w(task_id, run_id, slot_at, cost_limit, period_start)
      ), busy AS (
        SELECT DISTINCT task_id FROM runs
         WHERE task_id = ANY($1::uuid[]) AND status IN ('pending', 'running')
+     ), over_budget AS (
+       -- The task's cost since its period start, read in the same snapshot as busy: with no run
+       -- in flight and the task's row locked, no cost of the task is still being added.
+       SELECT s.* FROM (
+         SELECT w.task_id, w.cost_limit, w.period_start,
+                (SELECT coalesce(sum(u.cost_cents), 0) FROM usage_ledger u
+                  WHERE u.task_id = w.task_id AND u.created_at >= w.period_start) AS spent
+           FROM wanted w
+          WHERE w.cost_limit IS NOT NULL AND NOT EXISTS (SELECT 1 FROM busy b WHERE b.task_id = w.task_id)
+       ) s WHERE s.spent >= s.cost_limit
      ), eligible AS (
        SELECT w.*, t.organization_id,
               row_number() OVER (PARTITION BY t.organization_id ORDER BY w.slot_at, w.task_id) AS rank
          FROM wanted w JOIN tasks t ON t.id = w.task_id
         WHERE NOT EXISTS (SELECT 1 FROM busy b WHERE b.task_id = w.task_id)
+          AND NOT EXISTS (SELECT 1 FROM over_budget o WHERE o.task_id = w.task_id)
           AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = w.task_id AND r.slot_at = w.slot_at)
      ), allowed AS (
        SELECT e.* FROM eligible e
@@ -72,25 +84,100 @@ export async function insertSlotRuns(
      ), ledger AS (
        INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at)
        SELECT id, organization_id, task_id, status, created_at FROM run
+     ), budget_first AS (
+       -- Once per period: the task's row is locked by this claim, so one process records it.
+       UPDATE tasks t SET cost_limit_reached_at = $4 FROM over_budget o
+        WHERE t.id = o.task_id AND (t.cost_limit_reached_at IS NULL OR t.cost_limit_reached_at < o.period_start)
+       RETURNING t.id
+     ), decided AS (
+       SELECT w.task_id, w.slot_at, run.id AS run_id,
+              EXISTS (SELECT 1 FROM busy b WHERE b.task_id = w.task_id) AS in_flight,
+              o.task_id IS NOT NULL AS over_budget, o.spent, o.cost_limit,
+              (EXISTS (SELECT 1 FROM eligible e WHERE e.task_id = w.task_id)
+               AND NOT EXISTS (SELECT 1 FROM allowed a WHERE a.task_id = w.task_id)) AS over_limit
+         FROM wanted w LEFT JOIN run ON run.task_id = w.task_id
+         LEFT JOIN over_budget o ON o.task_id = w.task_id
+     ), record AS (
+       -- One record per slot decided here (none where the slot already had a run: it has its
+       -- record), and the claim's missed slots; the newest records of each task are kept.
+       INSERT INTO task_slots (task_id, slot_at, outcome, run_id, slots, reason, recorded_at)
+       SELECT d.task_id, d.slot_at,
+              CASE WHEN d.in_flight THEN 'skipped_overlap' WHEN d.over_budget THEN 'skipped_budget'
+                   WHEN d.over_limit THEN 'skipped_run_limit' ELSE 'ran' END,
+              d.run_id, 1,
+              CASE WHEN d.in_flight THEN 'the previous run of the task was still pending or running'
+                   WHEN d.over_budget THEN 'the task''s cost in this billing period (' || d.spent
+                     || ' cents) reached its monthly cost limit (' || d.cost_limit || ' cents)'
+                   WHEN d.over_limit THEN 'the organization had used its plan''s runs for the billing period'
+              END, $4
+         FROM decided d WHERE d.in_flight OR d.over_budget OR d.over_limit OR d.run_id IS NOT NULL
+       UNION ALL
+       SELECT m.task_id, m.slot_at, 'missed', NULL, m.slots, m.reason, $4
+         FROM unnest($9::uuid[], $10::timestamptz[], $11::int[], $12::text[]) AS m(task_id, slot_at, slots, reason)
+       ON CONFLICT (task_id, slot_at) DO NOTHING
+     ), pruned AS (
+       -- Of the tasks in $13, keeps the newest $14 existing records beside the new ones.
+       DELETE FROM task_slots s USING (
+         SELECT k.task_id,
+                (SELECT x.slot_at FROM task_slots x WHERE x.task_id = k.task_id
+                  ORDER BY x.slot_at DESC OFFSET k.keep LIMIT 1) AS cutoff
+           FROM unnest($13::uuid[], $14::int[]) AS k(task_id, keep)
+       ) c
+        WHERE s.task_id = c.task_id AND s.slot_at <= c.cutoff
      )
-     SELECT run.*, w.task_id AS wanted_task_id,
-            EXISTS (SELECT 1 FROM busy b WHERE b.task_id = w.task_id) AS in_flight,
-            (EXISTS (SELECT 1 FROM eligible e WHERE e.task_id = w.task_id)
-             AND NOT EXISTS (SELECT 1 FROM allowed a WHERE a.task_id = w.task_id)) AS over_limit
-       FROM wanted w LEFT JOIN run ON run.task_id = w.task_id`,
-    [
-      slots.map((s) => s.taskId),
-      slots.map((s) => s.runId),
-      slots.map((s) => s.slotAt),
-      now,
-      [...remaining.keys()],
-      [...remaining.values()],
-    ],
-  );
+     SELECT run.*, d.task_id AS wanted_task_id, d.in_flight, d.over_budget, d.over_limit,
+            EXISTS (SELECT 1 FROM budget_first f WHERE f.id = d.task_id) AS budget_first
+       FROM decided d LEFT JOIN run ON run.task_id = d.task_id`;
+
+/**
+ * Decides the slots of a batch of claimed tasks in one statement, and records each decision
+ * (task_slots) in the same statement: inserts the scheduled runs, each with its usage-ledger
+ * row; not for a task that still has a run pending or running, nor for one whose cost in its
+ * period reached its monthly cost limit (`costLimit`), nothing where the slot already has a run
+ * (UNIQUE (task_id, slot_at): another scheduler got there first), and for an organization in
+ * `remaining` (runs left in its period under its plan's run limit, counted under its row lock),
+ * no more than that many, earliest slots first. Organizations not in `remaining` have no run
+ * limit. `missed` are the claim's missed slots, recorded by the same statement; `prune`, the
+ * tasks whose older records go, each with how many of its existing records stay.
+ */
+export async function insertSlotRuns(
+  tx: Queryable,
+  slots: readonly SlotRun[],
+  now: Date,
+  remaining: ReadonlyMap<string, number> = new Map(),
+  missed: readonly MissedSlotRecord[] = [],
+  prune: ReadonlyMap<string, number> = new Map(),
+): Promise<Map<string, SlotRunOutcome>> {
+  const rows = await tx.query<
+    RunRow & {
+      wanted_task_id: string;
+      in_flight: boolean;
+      over_budget: boolean;
+      over_limit: boolean;
+      budget_first: boolean;
+    }
+  >(INSERT_SLOT_RUNS, [
+    slots.map((s) => s.taskId),
+    slots.map((s) => s.runId),
+    slots.map((s) => s.slotAt),
+    now,
+    [...remaining.keys()],
+    [...remaining.values()],
+    slots.map((s) => s.costLimit?.cents ?? null),
+    slots.map((s) => s.costLimit?.periodStart ?? null),
+    missed.map((m) => m.taskId),
+    missed.map((m) => m.slotAt),
+    missed.map((m) => m.slots),
+    missed.map((m) => m.reason),
+    [...prune.keys()],
+    [...prune.values()],
+  ]);
   const outcomes = new Map<string, SlotRunOutcome>();
-  for (const { wanted_task_id, in_flight, over_limit, ...run } of rows) {
+  for (const { wanted_task_id, in_flight, over_budget, over_limit, budget_first, ...run } of rows) {
     outcomes.set(wanted_task_id, {
       inFlight: in_flight,
+      overCostLimit: over_budget,
+      costLimitFirst: budget_first,
       overRunLimit: over_limit,
       run: run.id ? run : undefined,
     });
@@ -103,6 +190,8 @@ export interface TaskAdvance {
   nextRunAt: Date | null;
   /** No further slot and nothing left to run: the task becomes `completed`. */
   complete: boolean;
+  /** The task's slot records after this claim, at most (unchanged when absent). */
+  slotRecords?: number | undefined;
 }
 
 /** Moves a batch of claimed tasks to their next slots, in one statement. */
@@ -127,10 +216,18 @@ export async function advanceTasks(
   await tx.query(
     `UPDATE tasks t SET next_run_at = v.next_run_at,
         status = CASE WHEN v.complete THEN 'completed' ELSE t.status END,
-        updated_at = CASE WHEN v.complete THEN $4 ELSE t.updated_at END
-       FROM unnest($1::uuid[], $2::timestamptz[], $3::boolean[]) AS v(id, next_run_at, complete)
+        updated_at = CASE WHEN v.complete THEN $4 ELSE t.updated_at END,
+        slot_records = coalesce(v.slot_records, t.slot_records)
+       FROM unnest($1::uuid[], $2::timestamptz[], $3::boolean[], $5::int[])
+         AS v(id, next_run_at, complete, slot_records)
       WHERE t.id = v.id`,
-    [advances.map((a) => a.taskId), advances.map((a) => a.nextRunAt), advances.map((a) => a.complete), now],
+    [
+      advances.map((a) => a.taskId),
+      advances.map((a) => a.nextRunAt),
+      advances.map((a) => a.complete),
+      now,
+      advances.map((a) => a.slotRecords ?? null),
+    ],
   );
 }
 

@@ -177,6 +177,7 @@ export async function createTasks(
     rows.map((r) => jsonParam(r.required_tools)),
     rows.map((r) => r.auto_pause_after_failures ?? TASK_SETTING_DEFAULTS.auto_pause_after_failures),
     rows.map((r) => r.deliver_on ?? TASK_SETTING_DEFAULTS.deliver_on),
+    rows.map((r) => r.monthly_cost_limit_cents),
   ]);
   return tasks.map((t, i) => resultOf(t, results[i]));
 }
@@ -229,17 +230,18 @@ function resultOf(input: NewTask, result: CreateResultRow | undefined): CreatedT
 // Built once: the Db seam names prepared statements by their text. Parameters: $1–$19 the
 // tasks, one array element per task; $20 whether each wakes the schedulers; $21–$29 the
 // attachments, flattened; $30 the plans' limits; $31 the service's caps; $32–$34 the run
-// checks of each task; $35–$36 the tasks' failure and delivery settings.
+// checks of each task; $35–$36 the tasks' failure and delivery settings; $37 each task's
+// monthly cost limit.
 const CREATE_TASKS = `
   WITH input AS MATERIALIZED (
     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
                          $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
                          $13::boolean[], $14::text[], $15::boolean[], $16::text[], $17::text[],
-                         $18::timestamptz[], $19::timestamptz[], $20::boolean[])
+                         $18::timestamptz[], $19::timestamptz[], $20::boolean[], $37::numeric[])
       WITH ORDINALITY AS i(id, organization_id, created_at, name, prompt, model, schedule, status,
                            cron_expression, schedule_time, schedule_days, timezone, delivery_email,
                            delivery_email_address, delivery_sms, delivery_phone_number, user_id,
-                           next_run_at, updated_at, wake, ord)
+                           next_run_at, updated_at, wake, monthly_cost_limit_cents, ord)
   ), checks_in AS MATERIALIZED (
     SELECT * FROM unnest($32::numeric[], $33::json[], $34::jsonb[])
       WITH ORDINALITY AS c(max_cost_cents_per_run, output_schema, required_tools, ord)
@@ -295,12 +297,12 @@ const CREATE_TASKS = `
                        cron_expression, schedule_time, schedule_days, timezone, delivery_email,
                        delivery_email_address, delivery_sms, delivery_phone_number, user_id,
                        next_run_at, updated_at, max_cost_cents_per_run, output_schema, required_tools,
-                       auto_pause_after_failures, deliver_on)
+                       auto_pause_after_failures, deliver_on, monthly_cost_limit_cents)
     SELECT a.id, a.organization_id, a.created_at, a.name, a.prompt, a.model, a.schedule, a.status,
            a.cron_expression, a.schedule_time, string_to_array(a.schedule_days, ','), a.timezone,
            a.delivery_email, a.delivery_email_address, a.delivery_sms, a.delivery_phone_number,
            a.user_id, a.next_run_at, a.updated_at, c.max_cost_cents_per_run, c.output_schema,
-           c.required_tools, p.auto_pause_after_failures, p.deliver_on
+           c.required_tools, p.auto_pause_after_failures, p.deliver_on, a.monthly_cost_limit_cents
       FROM accepted a JOIN checks_in c ON c.ord = a.ord JOIN settings p ON p.ord = a.ord ORDER BY a.ord
     RETURNING *
   ), skills AS (

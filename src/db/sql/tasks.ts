@@ -26,7 +26,6 @@ export interface TaskRow {
   max_cost_cents_per_run: number | null;
   output_schema: Record<string, unknown> | null;
   required_tools: string[] | null;
-
   /** Consecutive failed runs that pause the task (0: never); what its runs are delivered on. */
   auto_pause_after_failures: number;
   deliver_on: 'always' | 'change' | 'failure';
@@ -34,6 +33,12 @@ export interface TaskRow {
   consecutive_failures: number;
   paused_reason: string | null;
   last_delivered_run_id: string | null;
+  /** Cents per billing period (null: no limit). */
+  monthly_cost_limit_cents: number | null;
+  /** When the cost limit first held in a period (scheduler or run now, under the task's lock). */
+  cost_limit_reached_at: Date | null;
+  /** At least the number of the task's slot records (the scheduler's, see scheduler/slot-records.ts). */
+  slot_records: number;
 }
 
 export interface DestinationRow {
@@ -95,6 +100,8 @@ export type TaskFields = Omit<
   | 'consecutive_failures'
   | 'paused_reason'
   | 'last_delivered_run_id'
+  | 'cost_limit_reached_at'
+  | 'slot_records'
 >;
 
 const TASK_COLUMNS = [
@@ -117,9 +124,9 @@ const TASK_COLUMNS = [
   'max_cost_cents_per_run',
   'output_schema',
   'required_tools',
-
   'auto_pause_after_failures',
   'deliver_on',
+  'monthly_cost_limit_cents',
 ] as const satisfies readonly (keyof TaskFields)[];
 
 /** jsonb columns travel as JSON text (the drivers would send a JavaScript array as a PostgreSQL array). */

@@ -162,6 +162,7 @@ export function scheduleOfTask(task: Task): ScheduleInput {
 export const TASK_LABELS: Record<string, string> = {
   ...RUN_CHECK_LABELS,
   name: 'Name',
+  monthlyCostLimitCents: 'Monthly cost limit',
   prompt: 'Prompt',
   model: 'Model',
   schedule: 'Schedule',

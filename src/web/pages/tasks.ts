@@ -62,6 +62,13 @@ import {
   TASK_LABELS,
 } from './task-schedule.ts';
 import {
+  costLimitCreate,
+  costLimitField,
+  costLimitPatch,
+  costLimitValue,
+  taskSlotSections,
+} from './task-slots.ts';
+import {
   newUnattendedValues,
   type UnattendedValues,
   unattendedBody,
@@ -83,6 +90,7 @@ interface DestinationValues {
 }
 
 interface TaskValues extends ScheduleInput {
+  costLimit: string;
   name: string;
   prompt: string;
   model: string;
@@ -99,6 +107,7 @@ function valuesOfTask(task: Task): TaskValues {
     prompt: task.prompt,
     model: task.model,
     ...scheduleOfTask(task),
+    costLimit: costLimitValue(task),
     skillIds: task.skillIds ?? [],
     sourceIds: task.sourceIds ?? [],
     destinations: (task.destinations ?? []).map((d) => ({
@@ -121,6 +130,7 @@ function newTaskValues(deps: Deps): TaskValues {
     scheduleDays: [],
     timezone: 'UTC',
     cronExpression: '',
+    costLimit: '',
     skillIds: [],
     sourceIds: [],
     destinations: [],
@@ -158,6 +168,7 @@ function valuesOfForm(form: FormBody): TaskValues {
     prompt: field(form, 'prompt'),
     model: field(form, 'model'),
     ...scheduleInputOf(form),
+    costLimit: field(form, 'monthlyCostLimitCents'),
     skillIds: fields(form, 'skillIds'),
     sourceIds: fields(form, 'sourceIds'),
     destinations,
@@ -182,7 +193,12 @@ function createBodyOf(v: TaskValues, organizationId: string): Record<string, unk
   if (v.skillIds.length > 0) body.skillIds = v.skillIds;
   if (v.sourceIds.length > 0) body.sourceIds = v.sourceIds;
   if (v.destinations.length > 0) body.destinations = destinationBodies(v.destinations);
-  return Object.assign(body, runCheckCreateFields(v.checks), unattendedBody(v.unattended));
+  return Object.assign(
+    body,
+    runCheckCreateFields(v.checks),
+    unattendedBody(v.unattended),
+    costLimitCreate(v.costLimit),
+  );
 }
 
 /**
@@ -214,7 +230,12 @@ function patchOf(deps: Deps, v: TaskValues, task: Task): Record<string, unknown>
   const destinations = destinationBodies(v.destinations);
   const stored = destinationBodies(valuesOfTask(task).destinations);
   if (JSON.stringify(destinations) !== JSON.stringify(stored)) patch.destinations = destinations;
-  return Object.assign(patch, runCheckPatchFields(v.checks, task), unattendedPatch(v.unattended, task));
+  return Object.assign(
+    patch,
+    runCheckPatchFields(v.checks, task),
+    unattendedPatch(v.unattended, task),
+    costLimitPatch(v.costLimit, task),
+  );
 }
 
 let timezoneOptions: Html | undefined;
@@ -345,6 +366,7 @@ ${problemsFlash(err, TASK_LABELS)}
   </fieldset>
   ${runCheckFieldset(v.checks, err)}
   ${unattendedFieldset(v.unattended, err)}
+  ${costLimitField(v.costLimit, err)}
   <div class="row"><button type="submit">${task ? 'Save task' : 'Create task'}</button>
     <a class="button secondary" href="${task ? `/dashboard/tasks/${task.id}` : '/dashboard/tasks'}">Cancel</a></div>
 </form>
@@ -360,11 +382,12 @@ const runNowButton = (viewer: Viewer, task: Task, secondary = false) =>
 
 async function taskPage(deps: Deps, viewer: Viewer, task: Task, flash: Flash): Promise<string> {
   const org = viewer.organizationId;
-  const [skills, sources, runs, unattended] = await Promise.all([
+  const [skills, sources, runs, unattended, slots] = await Promise.all([
     listSkills(deps, org),
     listSources(deps, org),
     listTaskRuns(deps, org, task.id, 20),
     unattendedSection(deps, viewer, task),
+    taskSlotSections(deps, org, task),
   ]);
   const tz = task.timezone ?? 'UTC';
   const model = deps.models.find(task.model);
@@ -394,6 +417,7 @@ async function taskPage(deps: Deps, viewer: Viewer, task: Task, flash: Flash): P
 ${unattended}
 <h2>Prompt</h2>
 <div class="output pre-wrap">${task.prompt}</div>
+${slots}
 <h2>Runs</h2>
 ${runsTable(runs, { timezone: tz })}`,
   );
