@@ -36,6 +36,19 @@ describe(`slot records, upcoming slots, schedule preview and the cost limit (${b
     assert.equal(res.status, 200, res.raw);
     return res.body as { slotAt: string; outcome: string; runId?: string; reason?: string; slots?: number }[];
   };
+  /** The task's notice jobs (task notices are delivery jobs without a run). */
+  const noticesOf = async (taskId: string) =>
+    (
+      await svc.service.deps.db.query<{ kind: string; target: string; payload: Record<string, unknown> }>(
+        'SELECT kind, target, payload FROM deliveries WHERE task_id = $1 AND run_id IS NULL',
+        [taskId],
+      )
+    ).map((n) => ({
+      kind: n.kind,
+      target: n.target,
+      limitCents: n.payload.limitCents,
+      costCents: n.payload.costCents,
+    }));
   const finishRunsOf = (taskId: string, costCents = 0) =>
     svc.service.deps.db.query(
       `WITH r AS (UPDATE runs SET status = 'completed', completed_at = $2
@@ -273,7 +286,12 @@ describe(`slot records, upcoming slots, schedule preview and the cost limit (${b
 
   test('at its cost limit a task skips its slots (skipped_budget), Run now is a 409, it is told once per period, and a raised limit runs again', async () => {
     clock.set('2027-05-03T10:20:00Z');
-    const task = await createTask({ schedule: 'hourly', timezone: 'UTC', monthlyCostLimitCents: 100 });
+    const task = await createTask({
+      schedule: 'hourly',
+      timezone: 'UTC',
+      monthlyCostLimitCents: 100,
+      destinations: [{ type: 'email', value: 'ops@example.com' }],
+    });
     clock.set('2027-05-03T11:00:00Z');
     assert.equal((await scheduler.tick()).runsCreated, 1, 'under the limit: a run');
     await finishRunsOf(task.id, 100);
@@ -299,6 +317,15 @@ describe(`slot records, upcoming slots, schedule preview and the cost limit (${b
     clock.set('2027-05-03T13:00:00Z');
     await scheduler.tick();
     assert.equal(told(), 1, 'told once per period');
+    // The destination's one notice, queued with the first refusal.
+    const notices = await noticesOf(task.id);
+    assert.equal(notices.length, 1);
+    assert.deepEqual(notices[0], {
+      kind: 'task.cost_limit_reached',
+      target: 'ops@example.com',
+      limitCents: 100,
+      costCents: 100,
+    });
     const metrics = (await svc.call({ method: 'GET', url: '/metrics' })).raw;
     assert.match(metrics, /svc_scheduler_slots_total\{outcome="skipped_budget"\} [1-9]/);
 
@@ -343,7 +370,14 @@ describe(`slot records, upcoming slots, schedule preview and the cost limit (${b
     clock.set('2027-05-03T10:20:00Z');
     const tasks = [];
     for (let i = 0; i < 12; i++) {
-      tasks.push(await createTask({ schedule: 'hourly', timezone: 'UTC', monthlyCostLimitCents: 5 }));
+      tasks.push(
+        await createTask({
+          schedule: 'hourly',
+          timezone: 'UTC',
+          monthlyCostLimitCents: 5,
+          destinations: [{ type: 'email', value: 'ops@example.com' }],
+        }),
+      );
     }
     // Each has spent its limit already this period: one finished run costing 5 cents.
     clock.set('2027-05-03T11:00:00Z');
@@ -369,6 +403,7 @@ describe(`slot records, upcoming slots, schedule preview and the cost limit (${b
         (l) => l.includes('task reached its monthly cost limit') && l.includes(t.id),
       );
       assert.equal(lines.length, 1, `${t.id} told once`);
+      assert.equal((await noticesOf(t.id)).length, 1, `${t.id}: one notice for its destination`);
       assert.deepEqual(
         (await slotsOf(t.id)).map((r) => r.outcome),
         ['skipped_budget'],
