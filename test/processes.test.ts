@@ -5,7 +5,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { createPostgresDatabase, TEST_DATABASE_URL } from './helpers/db.ts';
+import { createPostgresDatabase, seededDataDir, TEST_DATABASE_URL } from './helpers/db.ts';
 import { runFailingStart, startServerProcess } from './helpers/process.ts';
 import { ADMIN_TOKEN } from './helpers/service.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -31,7 +31,7 @@ describe('the service as a process', () => {
     }
     const dir = mkdtempSync(join(tmpdir(), 'svc-proc-'));
     cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
-    return { SVC_DATA_DIR: join(dir, 'data'), SVC_ADMIN_TOKEN: ADMIN_TOKEN };
+    return { SVC_DATA_DIR: await seededDataDir(dir), SVC_ADMIN_TOKEN: ADMIN_TOKEN };
   }
 
   test('the first start on an empty database prints a demo organization and a key that works, and a restart keeps the data and creates no second one', async () => {

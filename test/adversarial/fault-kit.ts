@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { openPglite } from '../../src/db/pglite.ts';
-import { createPostgresDatabase, TEST_DATABASE_URL } from '../helpers/db.ts';
+import { createPostgresDatabase, seededDataDir, TEST_DATABASE_URL } from '../helpers/db.ts';
 import type { ServerProcess } from '../helpers/process.ts';
 import { ADMIN_TOKEN } from '../helpers/service.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -160,7 +160,7 @@ export async function createBackend(): Promise<Backend> {
     };
   }
   const dir = mkdtempSync(join(tmpdir(), 'svc-faults-'));
-  const dataDir = join(dir, 'data');
+  const dataDir = await seededDataDir(dir);
   return {
     env: { ...base, SVC_DATA_DIR: dataDir },
     url: undefined,

@@ -18,7 +18,7 @@ import {
   hashApiKey,
   KEY_PREFIX,
 } from '../../src/domain/api-key-format.ts';
-import { createPostgresDatabase, TEST_DATABASE_URL } from '../helpers/db.ts';
+import { createPostgresDatabase, seededDataDir, TEST_DATABASE_URL } from '../helpers/db.ts';
 import { useTestService } from '../helpers/fixtures.ts';
 import { type ServerProcess, startServerProcess } from '../helpers/process.ts';
 import { ADMIN_TOKEN, type CallOptions, type Reply } from '../helpers/service.ts';
@@ -321,7 +321,7 @@ describe('key values at rest, with the service as a process', () => {
       cleanup = db.drop;
     } else {
       const dir = mkdtempSync(join(tmpdir(), 'svc-keys-'));
-      dataDir = join(dir, 'data');
+      dataDir = await seededDataDir(dir);
       env = { ...base, SVC_DATA_DIR: dataDir };
       cleanup = async () => rmSync(dir, { recursive: true, force: true });
     }

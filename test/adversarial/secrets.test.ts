@@ -19,7 +19,7 @@ import { openPglite } from '../../src/db/pglite.ts';
 import { openPostgres } from '../../src/db/postgres.ts';
 import { signIn } from '../../src/domain/users.ts';
 import { SECRET_MASK } from '../../src/schemas/source.ts';
-import { createPostgresDatabase, TEST_DATABASE_URL } from '../helpers/db.ts';
+import { createPostgresDatabase, seededDataDir, TEST_DATABASE_URL } from '../helpers/db.ts';
 import { freePort, startWebSocketMcpServer } from '../helpers/mcp-servers.ts';
 import type { ModelReply, ModelRequest, ModelServer } from '../helpers/model-server.ts';
 import { runFailingStart, type ServerProcess, startServerProcess } from '../helpers/process.ts';
@@ -866,7 +866,7 @@ describe('secrets at rest and the secret key, with the service as a process', ()
       cleanup = db.drop;
     } else {
       const dir = mkdtempSync(join(tmpdir(), 'svc-secrets-'));
-      dataDir = join(dir, 'data');
+      dataDir = await seededDataDir(dir);
       env = { ...base, SVC_DATA_DIR: dataDir };
       cleanup = async () => rmSync(dir, { recursive: true, force: true });
     }

@@ -92,6 +92,19 @@ function migratedPgliteDump(): Promise<Blob> {
   );
 }
 
+/**
+ * A data directory `data` under `dir` for a service started as a child process on the embedded
+ * database, with every migration applied already (loaded from the cached migrated cluster) and
+ * no rows, as a new database has after its first migration: the child skips creating a cluster
+ * and migrating it (about 4 s of CPU each on a 2-core machine, against about 0.5 s here).
+ */
+export async function seededDataDir(dir: string): Promise<string> {
+  const dataDir = join(dir, 'data');
+  const db = await openPglite(dataDir, { loadDataDir: await migratedPgliteDump() });
+  await db.close();
+  return dataDir;
+}
+
 /** A fresh, empty embedded database (no migrations applied), loaded from a cached empty cluster. */
 export async function createEmptyPglite(): Promise<Db> {
   const dump = await cachedPgliteDump(`empty ${PGLITE_VERSION}`, async () => undefined);
