@@ -29,10 +29,11 @@ export const START_NODE_ARGS = (() => {
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
     scripts: { start: string };
   };
-  const m = /^node((?: --[^ ]+)*) src\/main\.ts$/.exec(pkg.scripts.start);
+  // src/start.mjs checks the Node.js version and loads src/main.ts, which is run here directly.
+  const m = /^node((?: --[^ ]+)*) src\/start\.mjs$/.exec(pkg.scripts.start);
   if (!m)
     throw new Error(
-      `package.json's start script is not "node [--options] src/main.ts": ${pkg.scripts.start}`,
+      `package.json's start script is not "node [--options] src/start.mjs": ${pkg.scripts.start}`,
     );
   return m[1]?.trim().split(' ').filter(Boolean) ?? [];
 })();

@@ -1,12 +1,26 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 /**
+ * prom-client's totals of active handles, requests and resources: gauges whose names end in
+ * `_total`, which Prometheus keeps for counters (`promtool check metrics` refuses them). Each is
+ * the sum of the per-type gauge of the same name without `_total`, which stays.
+ */
+const GAUGES_NAMED_AS_COUNTERS = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+];
+
+/**
  * The service's Prometheus metrics, one registry per service instance (so tests that start
  * several instances in one process do not share counters). Scraped at GET /metrics.
  */
 export function createMetrics() {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'svc_' });
+  // The default metrics under their usual names (process_cpu_seconds_total, nodejs_heap_…),
+  // which the common Node.js dashboards query.
+  collectDefaultMetrics({ register: registry });
+  for (const name of GAUGES_NAMED_AS_COUNTERS) registry.removeSingleMetric(name);
   return {
     registry,
     httpRequests: new Counter({

@@ -1,0 +1,18 @@
+// `npm start` and the container image's command: check the Node.js version, then load the
+// server (src/main.ts). Plain JavaScript that old versions of Node parse, so that on one older
+// than 24, which cannot load TypeScript files, the process stops with one line saying what is
+// needed instead of a stack trace about a `.ts` extension. That is the case after a production
+// install (`npm install --omit=dev`), where the project's own Node 24 (the `node` dev
+// dependency) is absent and npm scripts run the system's `node`. The TypeScript is imported only
+// after the check: a static import would be loaded before any of this file runs.
+const NEEDED_MAJOR = 24;
+const found = process.versions.node;
+
+if (Number(found.split('.')[0]) < NEEDED_MAJOR) {
+  process.stderr.write(
+    `svc: cannot start: this service needs Node.js ${NEEDED_MAJOR} or newer (found ${found}); install Node.js ${NEEDED_MAJOR}, or run \`npm install\` with the dev dependencies so that npm scripts use the Node.js it brings\n`,
+  );
+  process.exit(1);
+}
+
+import('./main.ts');
