@@ -9,6 +9,7 @@ import { rateLimitHeaders } from '../../domain/rate-limit.ts';
 import { AppError, errors } from '../../lib/errors.ts';
 import type { App } from '../types.ts';
 import { answerNotFound } from './errors.ts';
+import { installIdempotency } from './idempotency.ts';
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
@@ -46,6 +47,8 @@ export function apiKeyScope(deps: Deps, routes: Routes) {
         }
       }
     });
+    // After the organization checks above; see plugins/idempotency.ts.
+    installIdempotency(scope, deps);
 
     scope.setNotFoundHandler(answerNotFound);
     await routes(scope);
