@@ -8,6 +8,7 @@ import type { Deps } from '../../domain/deps.ts';
 import { rateLimitHeaders } from '../../domain/rate-limit.ts';
 import { AppError, errors } from '../../lib/errors.ts';
 import type { App } from '../types.ts';
+import { installConditionalRequests } from './conditional.ts';
 import { answerNotFound } from './errors.ts';
 import { installIdempotency } from './idempotency.ts';
 
@@ -49,6 +50,7 @@ export function apiKeyScope(deps: Deps, routes: Routes) {
     });
     // After the organization checks above; see plugins/idempotency.ts.
     installIdempotency(scope, deps);
+    installConditionalRequests(scope);
 
     scope.setNotFoundHandler(answerNotFound);
     await routes(scope);
