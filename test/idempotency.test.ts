@@ -2,7 +2,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { pruneIdempotencyKeys } from '../src/db/sql/idempotency-keys.ts';
 import {
+  claimIdempotencyKey,
+  finishIdempotencyKey,
   IDEMPOTENCY_LEASE_MS,
+  IDEMPOTENCY_MAX_ANSWER_BYTES,
+  IDEMPOTENCY_MAX_KEYS_PER_ORGANIZATION,
   IDEMPOTENCY_RETENTION_MS,
   requestFingerprint,
 } from '../src/domain/idempotency.ts';
@@ -213,5 +217,59 @@ describe('Idempotency-Key on POST', () => {
     } finally {
       clock.set(start);
     }
+  });
+
+  test('a 5xx answer or one above the size bound is not kept: the next request with the key runs again', async () => {
+    const deps = svc.service.deps;
+    for (const [key, answer] of [
+      ['server-error', { status: 500, headers: {}, body: '{"error":{}}' }],
+      ['huge', { status: 201, headers: {}, body: 'x'.repeat(IDEMPOTENCY_MAX_ANSWER_BYTES + 1) }],
+    ] as const) {
+      const first = await claimIdempotencyKey(deps, org.organizationId, key, 'fingerprint');
+      assert.ok(first.run);
+      await finishIdempotencyKey(deps, org.organizationId, key, first.owner, answer);
+      const again = await claimIdempotencyKey(deps, org.organizationId, key, 'fingerprint');
+      assert.ok(again.run, `${key}: the retry runs`);
+    }
+  });
+
+  test('the admin API ignores the header: its answers (new keys among them) are never stored', async () => {
+    const create = () =>
+      svc.call({
+        method: 'POST',
+        url: '/api/admin/organizations',
+        admin: true,
+        body: { name: 'Twice' },
+        headers: { 'idempotency-key': 'admin-1' },
+      });
+    const a = await create();
+    const b = await create();
+    assert.equal(a.status, 201, a.raw);
+    assert.equal(b.status, 201, b.raw);
+    assert.notEqual(a.body.organizationId, b.body.organizationId);
+    assert.equal(b.headers['idempotent-replayed'], undefined);
+  });
+
+  test('past 10,000 keys within 24 hours a new key is a 429; a key already held still replays', async () => {
+    const crowded = await svc.createOrg('paid');
+    const held = await post('held', taskBody(crowded), crowded);
+    assert.equal(held.status, 201);
+    await svc.testDb.db.query(
+      `INSERT INTO idempotency_keys (organization_id, key, request_hash, created_at, owner, status_code, response_body)
+       SELECT $1, 'filler-' || i, 'h', $2, 'o', 201, '{}' FROM generate_series(2, $3::int) AS i`,
+      [crowded.organizationId, clock.now(), IDEMPOTENCY_MAX_KEYS_PER_ORGANIZATION],
+    );
+    const refused = await post('one-too-many', taskBody(crowded), crowded);
+    assert.equal(refused.status, 429, refused.raw);
+    assert.equal(refused.body.error.code, 'rate_limited');
+    assert.equal(refused.headers['retry-after'], '3600');
+    const replay = await svc.call({
+      method: 'POST',
+      url: '/api/svc/tasks',
+      key: crowded.apiKey,
+      body: { organizationId: crowded.organizationId, name: held.body.name, prompt: 'Summarise' },
+      headers: { 'idempotency-key': 'held' },
+    });
+    assert.equal(replay.headers['idempotent-replayed'], 'true', replay.raw);
   });
 });
