@@ -4,6 +4,7 @@ import type { Config } from './config.ts';
 import type { Db } from './db/db.ts';
 import { migrate } from './db/migrate.ts';
 import { openDb } from './db/open.ts';
+import { pruneIdempotencyKeys } from './db/sql/idempotency-keys.ts';
 import { findOrganization } from './db/sql/organizations.ts';
 import { pruneRateLimitCounters } from './db/sql/rate-limits.ts';
 import { databaseClock } from './db/sql/time.ts';
@@ -11,6 +12,7 @@ import { pruneExpiredSessionsAndInvitations } from './db/sql/users.ts';
 import { createChannels } from './delivery/channels/index.ts';
 import { DeliveryDispatcher } from './delivery/dispatcher.ts';
 import type { Deps } from './domain/deps.ts';
+import { IDEMPOTENCY_RETENTION_MS } from './domain/idempotency.ts';
 import { loadModelCatalog, type ModelCatalog } from './domain/models.ts';
 import { SourceTestSlots } from './domain/org-caps.ts';
 import { createDemoOrganizationIfEmpty, openWebhookSecret } from './domain/organizations.ts';
@@ -187,6 +189,10 @@ export async function startService(config: Config, options: StartOptions = {}): 
       for (const [name, work] of [
         ['rate-limit counter pruning', () => pruneRateLimitCounters(db, windowStart(clock.now()))],
         ['session and invitation pruning', () => pruneExpiredSessionsAndInvitations(db, clock.now())],
+        [
+          'idempotency key pruning',
+          () => pruneIdempotencyKeys(db, clock.statementNow(), IDEMPOTENCY_RETENTION_MS),
+        ],
       ] as const) {
         background.add(name, maintenance(log, name, work), { stage: 'producer', always: true });
       }

@@ -13,6 +13,7 @@ import { insertWithUniqueSlug, slugify } from '../lib/slug.ts';
 import type { Skill, SkillCreateBody, SkillUpdateBody } from '../schemas/skill.ts';
 import type { Deps } from './deps.ts';
 import { assertSkillCaps, lockSkillTotals, utf8Bytes } from './org-caps.ts';
+import { assertIfMatch } from './preconditions.ts';
 
 /** The API view of a stored skill: optional fields without a value are left out. */
 export function skillView(row: SkillRow): Skill {
@@ -82,12 +83,14 @@ export async function updateSkill(
   organizationId: string,
   id: string,
   body: SkillUpdateBody,
+  ifMatch?: string,
 ): Promise<Skill> {
   const row = await deps.db.transaction(async (tx) => {
     // The organization's row before the skill's, in the order task creates take them.
     const totals = body.content === undefined ? undefined : await lockSkillTotals(tx, organizationId);
     const current = await findSkill(tx, organizationId, id, { forUpdate: true });
     if (!current) throw errors.notFound('Skill');
+    assertIfMatch(ifMatch, skillView(current));
     if (totals && body.content !== undefined) {
       const contentBytes = utf8Bytes(body.content) - utf8Bytes(current.content);
       assertSkillCaps(totals, deps.config.orgCaps, { skills: 0, contentBytes });
@@ -108,6 +111,19 @@ export async function updateSkill(
 }
 
 /** Deletes the skill; tasks it was attached to lose it (their other skills stay). */
-export async function deleteSkill(deps: Deps, organizationId: string, id: string): Promise<void> {
-  if (!(await deleteSkillRow(deps.db, organizationId, id))) throw errors.notFound('Skill');
+export async function deleteSkill(
+  deps: Deps,
+  organizationId: string,
+  id: string,
+  ifMatch?: string,
+): Promise<void> {
+  const deleted = await deps.db.transaction(async (tx) => {
+    if (ifMatch !== undefined) {
+      const current = await findSkill(tx, organizationId, id, { forUpdate: true });
+      if (!current) return false;
+      assertIfMatch(ifMatch, skillView(current));
+    }
+    return deleteSkillRow(tx, organizationId, id);
+  });
+  if (!deleted) throw errors.notFound('Skill');
 }

@@ -27,6 +27,7 @@ import {
 } from '../schemas/source.ts';
 import type { Deps } from './deps.ts';
 import { checkSourceTotals } from './org-caps.ts';
+import { assertIfMatch } from './preconditions.ts';
 
 /** The secret values of a source, in clear; only the run engine asks for them. */
 export interface SourceSecrets {
@@ -350,10 +351,12 @@ export async function updateSource(
   organizationId: string,
   id: string,
   body: SourceUpdateBody,
+  ifMatch?: string,
 ): Promise<Source> {
   const row = await deps.db.transaction(async (tx) => {
     const current = await findSource(tx, organizationId, id, { forUpdate: true });
     if (!current) throw errors.notFound('Source');
+    assertIfMatch(ifMatch, sourceView(current));
 
     let config = current.config;
     let authConfig = current.auth_config;
@@ -410,6 +413,19 @@ export async function updateSource(
 }
 
 /** Deletes the source; tasks it was attached to lose it (their other sources stay). */
-export async function deleteSource(deps: Deps, organizationId: string, id: string): Promise<void> {
-  if (!(await deleteSourceRow(deps.db, organizationId, id))) throw errors.notFound('Source');
+export async function deleteSource(
+  deps: Deps,
+  organizationId: string,
+  id: string,
+  ifMatch?: string,
+): Promise<void> {
+  const deleted = await deps.db.transaction(async (tx) => {
+    if (ifMatch !== undefined) {
+      const current = await findSource(tx, organizationId, id, { forUpdate: true });
+      if (!current) return false;
+      assertIfMatch(ifMatch, sourceView(current));
+    }
+    return deleteSourceRow(tx, organizationId, id);
+  });
+  if (!deleted) throw errors.notFound('Source');
 }

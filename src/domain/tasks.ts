@@ -36,6 +36,7 @@ import type { Deps } from './deps.ts';
 import { checkDestination } from './destinations.ts';
 import { checkTaskTotals, orgCapReached, utf8Bytes } from './org-caps.ts';
 import { PLAN_TASKS_LIMITS, type Plan } from './plans.ts';
+import { assertIfMatch } from './preconditions.ts';
 import { patchedRunCheckColumns, runCheckColumnsOf, runCheckProblems, runCheckView } from './run-checks.ts';
 import { lockRunAllowances, type RunAllowance, recordRunLimitReached, runLimitMessage } from './run-limit.ts';
 import { runView } from './runs.ts';
@@ -270,6 +271,7 @@ export async function updateOrganizationTask(
   organizationId: string,
   id: string,
   patch: TaskUpdateBody,
+  ifMatch?: string,
 ): Promise<Task> {
   const now = deps.clock.now();
   // Compiled before the task's row is locked: a compile may take a while.
@@ -278,6 +280,7 @@ export async function updateOrganizationTask(
     if (!(await lockTask(tx, organizationId, id))) throw errors.notFound('Task');
     const current = await findTask(tx, organizationId, id);
     if (!current) throw errors.notFound('Task');
+    assertIfMatch(ifMatch, taskView(current));
     const next: TaskFields = {
       name: patch.name ?? current.name,
       prompt: patch.prompt ?? current.prompt,
@@ -354,8 +357,16 @@ export async function deleteOrganizationTask(
   deps: Pick<Deps, 'db'>,
   organizationId: string,
   id: string,
+  ifMatch?: string,
 ): Promise<void> {
-  const deleted = await deleteTask(deps.db, organizationId, id);
+  const deleted = await deps.db.transaction(async (tx) => {
+    if (ifMatch !== undefined) {
+      const current = (await lockTask(tx, organizationId, id)) && (await findTask(tx, organizationId, id));
+      if (!current) return undefined;
+      assertIfMatch(ifMatch, taskView(current));
+    }
+    return deleteTask(tx, organizationId, id);
+  });
   if (!deleted) throw errors.notFound('Task');
   // A running run deleted with its task frees its organization's place under the concurrency
   // limit now (its worker learns it at its next heartbeat): the workers look again, after the

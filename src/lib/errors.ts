@@ -10,6 +10,8 @@ export const ERROR_STATUS = {
   plan_limit_exceeded: 403,
   not_found: 404,
   conflict: 409,
+  precondition_failed: 412,
+  idempotency_key_reused: 422,
   request_timeout: 408,
   payload_too_large: 413,
   unsupported_media_type: 415,

@@ -8,7 +8,9 @@ import type { Deps } from '../../domain/deps.ts';
 import { rateLimitHeaders } from '../../domain/rate-limit.ts';
 import { AppError, errors } from '../../lib/errors.ts';
 import type { App } from '../types.ts';
+import { installConditionalRequests } from './conditional.ts';
 import { answerNotFound } from './errors.ts';
+import { installIdempotency } from './idempotency.ts';
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
@@ -46,6 +48,9 @@ export function apiKeyScope(deps: Deps, routes: Routes) {
         }
       }
     });
+    // After the organization checks above; see plugins/idempotency.ts.
+    installIdempotency(scope, deps);
+    installConditionalRequests(scope);
 
     scope.setNotFoundHandler(answerNotFound);
     await routes(scope);

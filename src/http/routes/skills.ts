@@ -60,11 +60,17 @@ export function skillRoutes(app: App, deps: Deps): void {
         summary: 'Update a skill; a change of content raises its version by one',
         params: SkillIdParams,
         body: SkillUpdateBody,
-        response: { 200: Skill, ...errorResponses(400, 401, 404, 413, 415, 429) },
+        response: { 200: Skill, ...errorResponses(400, 401, 404, 412, 413, 415, 429) },
       },
     },
     async (request) =>
-      updateSkill(deps, principalOf(request).organizationId, request.params.skillId, request.body),
+      updateSkill(
+        deps,
+        principalOf(request).organizationId,
+        request.params.skillId,
+        request.body,
+        request.headers['if-match'],
+      ),
   );
 
   app.delete(
@@ -74,11 +80,12 @@ export function skillRoutes(app: App, deps: Deps): void {
         tags,
         summary: 'Delete a skill (tasks it was attached to lose it)',
         params: SkillIdParams,
-        response: { 204: Type.Null({ description: 'Deleted' }), ...errorResponses(400, 401, 404, 429) },
+        response: { 204: Type.Null({ description: 'Deleted' }), ...errorResponses(400, 401, 404, 412, 429) },
       },
     },
     async (request, reply) => {
-      await deleteSkill(deps, principalOf(request).organizationId, request.params.skillId);
+      const organizationId = principalOf(request).organizationId;
+      await deleteSkill(deps, organizationId, request.params.skillId, request.headers['if-match']);
       return reply.code(204).send(null);
     },
   );

@@ -67,11 +67,17 @@ export function sourceRoutes(app: App, deps: Deps): void {
         summary: 'Update a source; a secret sent back as its mask keeps its stored value',
         params: SourceIdParams,
         body: SourceUpdateBody,
-        response: { 200: Source, ...errorResponses(400, 401, 404, 413, 415, 429) },
+        response: { 200: Source, ...errorResponses(400, 401, 404, 412, 413, 415, 429) },
       },
     },
     async (request) =>
-      updateSource(deps, principalOf(request).organizationId, request.params.sourceId, request.body),
+      updateSource(
+        deps,
+        principalOf(request).organizationId,
+        request.params.sourceId,
+        request.body,
+        request.headers['if-match'],
+      ),
   );
 
   app.delete(
@@ -81,11 +87,12 @@ export function sourceRoutes(app: App, deps: Deps): void {
         tags,
         summary: 'Delete a source (tasks it was attached to lose it)',
         params: SourceIdParams,
-        response: { 204: Type.Null({ description: 'Deleted' }), ...errorResponses(400, 401, 404, 429) },
+        response: { 204: Type.Null({ description: 'Deleted' }), ...errorResponses(400, 401, 404, 412, 429) },
       },
     },
     async (request, reply) => {
-      await deleteSource(deps, principalOf(request).organizationId, request.params.sourceId);
+      const organizationId = principalOf(request).organizationId;
+      await deleteSource(deps, organizationId, request.params.sourceId, request.headers['if-match']);
       return reply.code(204).send(null);
     },
   );

@@ -89,11 +89,17 @@ export function taskRoutes(app: App, deps: Deps): void {
         summary: 'Update a task; skillIds, sourceIds and destinations replace the whole set',
         params: TaskIdParams,
         body: TaskUpdateBody,
-        response: { 200: Task, ...errorResponses(400, 401, 403, 404, 413, 415, 429) },
+        response: { 200: Task, ...errorResponses(400, 401, 403, 404, 412, 413, 415, 429) },
       },
     },
     async (request) =>
-      updateOrganizationTask(deps, principalOf(request).organizationId, request.params.taskId, request.body),
+      updateOrganizationTask(
+        deps,
+        principalOf(request).organizationId,
+        request.params.taskId,
+        request.body,
+        request.headers['if-match'],
+      ),
   );
 
   app.delete(
@@ -103,11 +109,12 @@ export function taskRoutes(app: App, deps: Deps): void {
         tags,
         summary: 'Delete a task with its runs (usage already counted stays counted)',
         params: TaskIdParams,
-        response: { 204: Type.Null({ description: 'Deleted' }), ...errorResponses(400, 401, 404, 429) },
+        response: { 204: Type.Null({ description: 'Deleted' }), ...errorResponses(400, 401, 404, 412, 429) },
       },
     },
     async (request, reply) => {
-      await deleteOrganizationTask(deps, principalOf(request).organizationId, request.params.taskId);
+      const organizationId = principalOf(request).organizationId;
+      await deleteOrganizationTask(deps, organizationId, request.params.taskId, request.headers['if-match']);
       return reply.code(204).send(null);
     },
   );

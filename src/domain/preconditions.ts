@@ -1,0 +1,38 @@
+import { canonicalJson, sha256Hex } from '../lib/canonical-json.ts';
+import { AppError } from '../lib/errors.ts';
+
+/**
+ * A resource's strong entity tag: a hash of its representation as canonical JSON, so it changes
+ * whenever the representation does (and only then). The GET answer's tag and the one a write
+ * compares under its row lock are computed from the same representation.
+ */
+export function entityTag(representation: unknown): string {
+  return `"${sha256Hex(canonicalJson(representation)).slice(0, 32)}"`;
+}
+
+function listedTags(header: string): string[] {
+  return header
+    .split(',')
+    .map((t) => t.trim())
+    .filter((t) => t !== '');
+}
+
+/**
+ * If-Match of a PATCH or DELETE, checked against the resource as it is under the write's row
+ * lock: no header, `*`, or a listed tag equal to the current one (strong comparison: a weak
+ * `W/` tag never matches) lets the write go on; anything else is a 412 and nothing changes.
+ */
+export function assertIfMatch(ifMatch: string | undefined, current: unknown): void {
+  if (ifMatch === undefined) return;
+  const tags = listedTags(ifMatch);
+  if (tags.includes('*') || tags.includes(entityTag(current))) return;
+  throw new AppError(
+    'precondition_failed',
+    'The resource has changed since the ETag given in If-Match; get it again and retry',
+  );
+}
+
+/** If-None-Match of a GET: whether the client's copy is current (weak comparison, `*` too). */
+export function noneMatchHits(ifNoneMatch: string, tag: string): boolean {
+  return listedTags(ifNoneMatch).some((t) => t === '*' || t.replace(/^W\//, '') === tag);
+}

@@ -1,0 +1,33 @@
+// Entity tags on single resources (GET /x/:xId and the answer of its PATCH) and If-None-Match on
+// those GETs. The tag is computed from the answer's representation, the same way the domain
+// computes it under a write's row lock for If-Match (domain/preconditions.ts).
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { entityTag, noneMatchHits } from '../../domain/preconditions.ts';
+import type { App } from '../types.ts';
+
+/** A route of one resource: its URL ends in the resource's id parameter. */
+const SINGLE_RESOURCE = /\/:[A-Za-z]*[iI]d$/;
+
+function taggable(request: FastifyRequest, reply: FastifyReply): boolean {
+  if (reply.statusCode !== 200 || !SINGLE_RESOURCE.test(request.routeOptions.url ?? '')) return false;
+  if (request.method === 'PATCH') return true;
+  // `expand` embeds other resources: such an answer is not the resource's own representation.
+  const query = request.query as Record<string, unknown> | undefined;
+  return (request.method === 'GET' || request.method === 'HEAD') && query?.expand === undefined;
+}
+
+export function installConditionalRequests(scope: App): void {
+  scope.addHook('onSend', async (request, reply, payload) => {
+    if (typeof payload !== 'string' || !taggable(request, reply)) return payload;
+    const tag = entityTag(JSON.parse(payload));
+    reply.header('etag', tag);
+    const ifNoneMatch = request.headers['if-none-match'];
+    if (request.method !== 'PATCH' && ifNoneMatch !== undefined && noneMatchHits(ifNoneMatch, tag)) {
+      reply.code(304);
+      reply.removeHeader('content-type');
+      reply.removeHeader('content-length');
+      return '';
+    }
+    return payload;
+  });
+}
