@@ -4,6 +4,7 @@ import { errors } from '../lib/errors.ts';
 import { dashboard } from '../web/plugin.ts';
 import { capConnections, installJsonParser, serverBounds } from './connection.ts';
 import { adminScope, apiKeyScope, publicScope } from './plugins/auth.ts';
+import { installCompression } from './plugins/compression.ts';
 import { installErrorHandling, sendError, toAppError } from './plugins/errors.ts';
 import { installObservability, requestId } from './plugins/observability.ts';
 import { installOpenApi, installOpenApiRoutes } from './plugins/openapi.ts';
@@ -121,6 +122,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   installErrorHandling(app);
   installObservability(app, deps);
   installSecurityHeaders(app);
+  installCompression(app);
   await installOpenApi(app, deps.config.publicUrl);
 
   // Each level of authentication is a scope around its routes (plugins/auth.ts): a route is
@@ -137,7 +139,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
       healthRoutes(scope, deps);
       if (!full) return;
       stripeWebhookRoutes(scope, deps);
-      await installOpenApiRoutes(scope);
+      await installOpenApiRoutes(scope, deps);
     }),
   );
   await app.register(adminScope(deps, mount([adminOrganizationRoutes, adminKeyRoutes, adminUserRoutes])), {

@@ -1,6 +1,10 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Type } from 'typebox';
+import { Authenticator } from '../../domain/authenticator.ts';
+import type { Deps } from '../../domain/deps.ts';
+import { rateLimitHeaders } from '../../domain/rate-limit.ts';
+import { errors } from '../../lib/errors.ts';
 import { ErrorEnvelope } from '../../schemas/common.ts';
 import type { App } from '../types.ts';
 
@@ -52,9 +56,25 @@ export async function installOpenApi(app: App, publicUrl: string): Promise<void>
   });
 }
 
-/** The document and its reference page; registered after the routes. */
-export async function installOpenApiRoutes(app: App): Promise<void> {
-  app.get(
+/**
+ * The document and its reference page; registered after the routes. Public, yet counted like
+ * every request under /api/svc: in the client address's bucket (the one of requests without a
+ * usable key), with the rate-limit headers on every answer and 429 past the limit.
+ */
+export async function installOpenApiRoutes(app: App, deps: Deps): Promise<void> {
+  await app.register(async (scope) => {
+    const authenticator = new Authenticator(deps);
+    scope.addHook('onRequest', async (request, reply) => {
+      const rate = await authenticator.countAddress(request.ip);
+      reply.headers(rateLimitHeaders(rate));
+      if (rate.exceeded) throw errors.rateLimited(rate.retryAfter);
+    });
+    await describeRoutes(scope, app);
+  });
+}
+
+async function describeRoutes(scope: App, app: App): Promise<void> {
+  scope.get(
     '/api/svc/openapi.json',
     {
       schema: {
@@ -67,8 +87,8 @@ export async function installOpenApiRoutes(app: App): Promise<void> {
     async () => app.swagger(),
   );
   // The reference page and its assets are public, like the document they render.
-  await app.register(async (scope) => {
-    await scope.register(swaggerUi, {
+  await scope.register(async (ui) => {
+    await ui.register(swaggerUi, {
       routePrefix: '/api/svc/docs',
       uiConfig: { docExpansion: 'list', deepLinking: true },
       staticCSP: true,
