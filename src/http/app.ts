@@ -1,4 +1,5 @@
 import Fastify, { LogController } from 'fastify';
+import { Authenticator } from '../domain/authenticator.ts';
 import type { Deps } from '../domain/deps.ts';
 import { errors } from '../lib/errors.ts';
 import { dashboard } from '../web/plugin.ts';
@@ -131,6 +132,8 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   // The operations surface keeps the two guarded areas, empty: their paths answer as on an api
   // process without a route (401 without credentials, then 404).
   const full = surface === 'full';
+  // One rate counter for the API-key scope and the public description under /api/svc.
+  const authenticator = new Authenticator(deps);
   const mount = (modules: ((scope: App, deps: Deps) => void)[]) => (scope: App) => {
     for (const routes of full ? modules : []) routes(scope, deps);
   };
@@ -139,7 +142,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
       healthRoutes(scope, deps);
       if (!full) return;
       stripeWebhookRoutes(scope, deps);
-      await installOpenApiRoutes(scope, deps);
+      await installOpenApiRoutes(scope, authenticator);
     }),
   );
   await app.register(adminScope(deps, mount([adminOrganizationRoutes, adminKeyRoutes, adminUserRoutes])), {
@@ -160,6 +163,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
         billingStatusRoutes,
         billingRoutes,
       ]),
+      authenticator,
     ),
     { prefix: '/api/svc' },
   );

@@ -109,7 +109,8 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as 
 export function answerNotFound(request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const path = request.url.split('?')[0] ?? '/';
   const allowed = METHODS.filter((method) => request.server.findRoute({ method, url: path }) !== null);
-  if (allowed.length > 0) {
+  // A route that matched and found nothing to serve (a missing static file) is a 404 as well.
+  if (allowed.length > 0 && !allowed.includes(request.method as (typeof METHODS)[number])) {
     return sendError(
       reply,
       new AppError(

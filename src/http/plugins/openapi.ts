@@ -1,8 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Type } from 'typebox';
-import { Authenticator } from '../../domain/authenticator.ts';
-import type { Deps } from '../../domain/deps.ts';
+import type { Authenticator } from '../../domain/authenticator.ts';
 import { rateLimitHeaders } from '../../domain/rate-limit.ts';
 import { errors } from '../../lib/errors.ts';
 import { ErrorEnvelope } from '../../schemas/common.ts';
@@ -61,9 +60,8 @@ export async function installOpenApi(app: App, publicUrl: string): Promise<void>
  * every request under /api/svc: in the client address's bucket (the one of requests without a
  * usable key), with the rate-limit headers on every answer and 429 past the limit.
  */
-export async function installOpenApiRoutes(app: App, deps: Deps): Promise<void> {
+export async function installOpenApiRoutes(app: App, authenticator: Authenticator): Promise<void> {
   await app.register(async (scope) => {
-    const authenticator = new Authenticator(deps);
     scope.addHook('onRequest', async (request, reply) => {
       const rate = await authenticator.countAddress(request.ip);
       reply.headers(rateLimitHeaders(rate));
