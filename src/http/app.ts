@@ -141,8 +141,8 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
     publicScope(async (scope) => {
       healthRoutes(scope, deps);
       if (!full) return;
-      stripeWebhookRoutes(scope, deps);
       await installOpenApiRoutes(scope, authenticator);
+      stripeWebhookRoutes(scope, deps);
     }),
   );
   await app.register(adminScope(deps, mount([adminOrganizationRoutes, adminKeyRoutes, adminUserRoutes])), {
