@@ -4,7 +4,7 @@ import { Type } from 'typebox';
 import type { Authenticator } from '../../domain/authenticator.ts';
 import { rateLimitHeaders } from '../../domain/rate-limit.ts';
 import { errors } from '../../lib/errors.ts';
-import { ErrorEnvelope } from '../../schemas/common.ts';
+import { ErrorEnvelope, errorResponses } from '../../schemas/common.ts';
 import type { App } from '../types.ts';
 
 /** Methods whose requests Fastify parses a body for, whether or not the route takes one. */
@@ -79,7 +79,7 @@ async function describeRoutes(scope: App, app: App): Promise<void> {
         tags: ['operations'],
         summary: 'This OpenAPI 3.1 document',
         security: [],
-        response: { 200: Type.Object({}, { additionalProperties: true }) },
+        response: { 200: Type.Object({}, { additionalProperties: true }), ...errorResponses(429) },
       },
     },
     async () => app.swagger(),
