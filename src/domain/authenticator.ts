@@ -45,7 +45,7 @@ export class Authenticator {
     const refuse = async (reason: AuthFailure): Promise<AuthOutcome> => ({
       ok: false,
       reason,
-      rate: await this.#rates.hit(`addr:${clientAddress}`, UNAUTHENTICATED_RATE_LIMIT, now),
+      rate: await this.countAddress(clientAddress, now),
     });
     if (token === undefined) return refuse('missing');
     // Malformed keys (bad shape or checksum) cost no key lookup.
@@ -63,6 +63,14 @@ export class Authenticator {
       principal: { organizationId: key.organization_id, keyId: key.key_id, plan: key.plan, limits },
       rate,
     };
+  }
+
+  /**
+   * Counts a request in its client address's bucket, the one of requests without a usable key
+   * (refused keys, and the public API description, which takes none).
+   */
+  countAddress(clientAddress: string, now: Date = this.#deps.clock.now()): Promise<RateState> {
+    return this.#rates.hit(`addr:${clientAddress}`, UNAUTHENTICATED_RATE_LIMIT, now);
   }
 
   async #touch(keyId: string, lastUsedAt: Date | null, now: Date): Promise<void> {

@@ -1,7 +1,7 @@
 // What the API and the dashboard show of a task's schedule: the record of every slot the
 // scheduler passed (written by the scheduler's statement, db/sql/scheduler.ts), the next slots
 // with their local times, and a preview of a schedule before any task has it.
-import { listSlotRecords } from '../db/sql/slot-records.ts';
+import { listSlotRecords, type SlotRecordRow } from '../db/sql/slot-records.ts';
 import { findTask } from '../db/sql/tasks.ts';
 import { errors } from '../lib/errors.ts';
 import { type ScheduleColumns, scheduleSpecOf } from '../schedule/task-spec.ts';
@@ -19,13 +19,18 @@ export async function taskSlotRecords(
 ): Promise<SlotRecord[]> {
   const rows = await listSlotRecords(deps.db, organizationId, taskId, limit);
   if (!rows) throw errors.notFound('Task');
-  return rows.map((r) => ({
+  return rows.map(slotRecordView);
+}
+
+/** The SlotRecord resource of a row; fields without a value are omitted. */
+export function slotRecordView(r: SlotRecordRow): SlotRecord {
+  return {
     slotAt: r.slot_at.toISOString(),
     outcome: r.outcome,
     ...(r.run_id && { runId: r.run_id }),
     ...(r.reason && { reason: r.reason }),
     ...(r.slots > 1 && { slots: r.slots }),
-  }));
+  };
 }
 
 const view = (slots: Upcoming[]): UpcomingSlot[] =>

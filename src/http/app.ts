@@ -1,9 +1,11 @@
 import Fastify, { LogController } from 'fastify';
+import { Authenticator } from '../domain/authenticator.ts';
 import type { Deps } from '../domain/deps.ts';
 import { errors } from '../lib/errors.ts';
 import { dashboard } from '../web/plugin.ts';
 import { capConnections, installJsonParser, serverBounds } from './connection.ts';
 import { adminScope, apiKeyScope, publicScope } from './plugins/auth.ts';
+import { installCompression } from './plugins/compression.ts';
 import { installErrorHandling, sendError, toAppError } from './plugins/errors.ts';
 import { installObservability, requestId } from './plugins/observability.ts';
 import { installOpenApi, installOpenApiRoutes } from './plugins/openapi.ts';
@@ -121,6 +123,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   installErrorHandling(app);
   installObservability(app, deps);
   installSecurityHeaders(app);
+  installCompression(app);
   await installOpenApi(app, deps.config.publicUrl);
 
   // Each level of authentication is a scope around its routes (plugins/auth.ts): a route is
@@ -129,6 +132,8 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   // The operations surface keeps the two guarded areas, empty: their paths answer as on an api
   // process without a route (401 without credentials, then 404).
   const full = surface === 'full';
+  // One rate counter for the API-key scope and the public description under /api/svc.
+  const authenticator = new Authenticator(deps);
   const mount = (modules: ((scope: App, deps: Deps) => void)[]) => (scope: App) => {
     for (const routes of full ? modules : []) routes(scope, deps);
   };
@@ -136,8 +141,8 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
     publicScope(async (scope) => {
       healthRoutes(scope, deps);
       if (!full) return;
+      await installOpenApiRoutes(scope, authenticator);
       stripeWebhookRoutes(scope, deps);
-      await installOpenApiRoutes(scope);
     }),
   );
   await app.register(adminScope(deps, mount([adminOrganizationRoutes, adminKeyRoutes, adminUserRoutes])), {
@@ -158,6 +163,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
         billingStatusRoutes,
         billingRoutes,
       ]),
+      authenticator,
     ),
     { prefix: '/api/svc' },
   );

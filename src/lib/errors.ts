@@ -9,6 +9,7 @@ export const ERROR_STATUS = {
   forbidden: 403,
   plan_limit_exceeded: 403,
   not_found: 404,
+  method_not_allowed: 405,
   conflict: 409,
   precondition_failed: 412,
   idempotency_key_reused: 422,

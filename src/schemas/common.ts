@@ -1,5 +1,6 @@
 import { type Static, type TSchema, Type } from 'typebox';
 import { ERROR_STATUS, type ErrorCode } from '../lib/errors.ts';
+import { CursorQuery } from './pagination.ts';
 
 /** A string enum rendered as `{ type: 'string', enum: [...] }` (what OpenAPI readers expect). */
 export function StringEnum<const T extends readonly string[]>(
@@ -45,6 +46,10 @@ export const OrganizationQuery = Type.Object(
 export const LimitQuery = Type.Integer({ minimum: 1, maximum: 100, default: 20 });
 
 export const OrganizationListQuery = Type.Object(
-  { organizationId: Type.String({ format: 'uuid' }), limit: Type.Optional(LimitQuery) },
+  {
+    organizationId: Type.String({ format: 'uuid' }),
+    limit: Type.Optional(LimitQuery),
+    cursor: Type.Optional(CursorQuery),
+  },
   { additionalProperties: false },
 );

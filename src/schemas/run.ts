@@ -1,5 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { DateTime, LimitQuery, StringEnum, Uuid } from './common.ts';
+import { CursorQuery } from './pagination.ts';
 
 export const RUN_STATUSES = ['pending', 'running', 'completed', 'failed'] as const;
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
@@ -64,7 +65,7 @@ export type ReplayBody = Static<typeof ReplayBody>;
 export const RunIdParams = Type.Object({ runId: Uuid }, { additionalProperties: false });
 export const TaskRunsParams = Type.Object({ taskId: Uuid }, { additionalProperties: false });
 export const TaskRunsQuery = Type.Object(
-  { limit: Type.Optional(LimitQuery) },
+  { limit: Type.Optional(LimitQuery), cursor: Type.Optional(CursorQuery) },
   { additionalProperties: false },
 );
 

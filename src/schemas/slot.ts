@@ -1,5 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { DateTime, LimitQuery, StringEnum, Uuid } from './common.ts';
+import { CursorQuery } from './pagination.ts';
 import { commonFields } from './task.ts';
 
 export const SLOT_OUTCOMES = [
@@ -27,7 +28,7 @@ export const SlotRecord = Type.Object({
 export type SlotRecord = Static<typeof SlotRecord>;
 
 export const SlotListQuery = Type.Object(
-  { limit: Type.Optional(LimitQuery) },
+  { limit: Type.Optional(LimitQuery), cursor: Type.Optional(CursorQuery) },
   { additionalProperties: false },
 );
 

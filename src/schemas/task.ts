@@ -1,6 +1,7 @@
 import { type Static, Type } from 'typebox';
 import { WEEKDAYS } from '../schedule/slots.ts';
 import { DateTime, Nullable, StringEnum, Uuid } from './common.ts';
+import { CursorQuery, ResourcePageLimit } from './pagination.ts';
 import { runCheckCreateFields, runCheckTaskFields, runCheckUpdateFields } from './run-checks.ts';
 import { Skill } from './skill.ts';
 import { Source } from './source.ts';
@@ -201,6 +202,11 @@ export const ExpandQuery = Type.Object(
   { additionalProperties: false },
 );
 export const TaskListQuery = Type.Object(
-  { organizationId: Uuid, expand: ExpandQuery.properties.expand },
+  {
+    organizationId: Uuid,
+    expand: ExpandQuery.properties.expand,
+    limit: Type.Optional(ResourcePageLimit),
+    cursor: Type.Optional(CursorQuery),
+  },
   { additionalProperties: false },
 );

@@ -58,7 +58,7 @@ export interface TaskWithLinks extends TaskRow {
 }
 
 // One round trip per read: the attachments come back as JSON arrays in their stored order.
-const SELECT_WITH_LINKS = `
+export const SELECT_WITH_LINKS = `
   SELECT t.*,
     (SELECT max(r.created_at) FROM runs r WHERE r.task_id = t.id) AS latest_run_at,
     coalesce((SELECT json_agg(x.skill_id ORDER BY x.position) FROM task_skills x WHERE x.task_id = t.id), '[]'::json) AS skill_ids,

@@ -24,9 +24,8 @@ export type Routes = (scope: App) => void | Promise<void>;
  * Then, once the request is validated, an `organizationId` in the query or body that is not the
  * key's organization is a 401, as the interface specification requires.
  */
-export function apiKeyScope(deps: Deps, routes: Routes) {
+export function apiKeyScope(deps: Deps, routes: Routes, authenticator = new Authenticator(deps)) {
   return async (scope: App): Promise<void> => {
-    const authenticator = new Authenticator(deps);
     scope.addHook('onRequest', async (request, reply) => {
       const outcome = await authenticator.authenticate(request.headers.authorization, request.ip);
       reply.headers(rateLimitHeaders(outcome.rate));

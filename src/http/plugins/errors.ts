@@ -46,6 +46,7 @@ const STATUS_CODES: Record<number, ErrorCode> = {
   401: 'unauthorized',
   403: 'forbidden',
   404: 'not_found',
+  405: 'method_not_allowed',
   409: 'conflict',
   413: 'payload_too_large',
   415: 'unsupported_media_type',
@@ -97,10 +98,29 @@ export function installErrorHandling(app: App): void {
   app.setNotFoundHandler(answerNotFound);
 }
 
-/** The answer to a path no route matches; an authenticated scope answers it after its guard. */
+/** The methods a route may have (Fastify adds HEAD to every GET route). */
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+/**
+ * The answer to a request no route matches; an authenticated scope answers it after its guard.
+ * A path that some route serves with other methods is a 405 with those methods in `Allow`
+ * (RFC 9110); any other path a 404.
+ */
 export function answerNotFound(request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  return sendError(
-    reply,
-    new AppError('not_found', `No route for ${request.method} ${request.url.split('?')[0]}`),
-  );
+  const path = request.url.split('?')[0] ?? '/';
+  const allowed = METHODS.filter((method) => request.server.findRoute({ method, url: path }) !== null);
+  // A route that matched and found nothing to serve (a missing static file) is a 404 as well.
+  if (allowed.length > 0 && !allowed.includes(request.method as (typeof METHODS)[number])) {
+    return sendError(
+      reply,
+      new AppError(
+        'method_not_allowed',
+        `${request.method} is not allowed on ${path}; use ${allowed.join(', ')}`,
+        {
+          headers: { allow: allowed.join(', ') },
+        },
+      ),
+    );
+  }
+  return sendError(reply, new AppError('not_found', `No route for ${request.method} ${path}`));
 }

@@ -1,7 +1,10 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Type } from 'typebox';
-import { ErrorEnvelope } from '../../schemas/common.ts';
+import type { Authenticator } from '../../domain/authenticator.ts';
+import { rateLimitHeaders } from '../../domain/rate-limit.ts';
+import { errors } from '../../lib/errors.ts';
+import { ErrorEnvelope, errorResponses } from '../../schemas/common.ts';
 import type { App } from '../types.ts';
 
 /** Methods whose requests Fastify parses a body for, whether or not the route takes one. */
@@ -52,23 +55,38 @@ export async function installOpenApi(app: App, publicUrl: string): Promise<void>
   });
 }
 
-/** The document and its reference page; registered after the routes. */
-export async function installOpenApiRoutes(app: App): Promise<void> {
-  app.get(
+/**
+ * The document and its reference page; registered after the routes. Public, yet counted like
+ * every request under /api/svc: in the client address's bucket (the one of requests without a
+ * usable key), with the rate-limit headers on every answer and 429 past the limit.
+ */
+export async function installOpenApiRoutes(app: App, authenticator: Authenticator): Promise<void> {
+  await app.register(async (scope) => {
+    scope.addHook('onRequest', async (request, reply) => {
+      const rate = await authenticator.countAddress(request.ip);
+      reply.headers(rateLimitHeaders(rate));
+      if (rate.exceeded) throw errors.rateLimited(rate.retryAfter);
+    });
+    await describeRoutes(scope, app);
+  });
+}
+
+async function describeRoutes(scope: App, app: App): Promise<void> {
+  scope.get(
     '/api/svc/openapi.json',
     {
       schema: {
         tags: ['operations'],
         summary: 'This OpenAPI 3.1 document',
         security: [],
-        response: { 200: Type.Object({}, { additionalProperties: true }) },
+        response: { 200: Type.Object({}, { additionalProperties: true }), ...errorResponses(429) },
       },
     },
     async () => app.swagger(),
   );
   // The reference page and its assets are public, like the document they render.
-  await app.register(async (scope) => {
-    await scope.register(swaggerUi, {
+  await scope.register(async (ui) => {
+    await ui.register(swaggerUi, {
       routePrefix: '/api/svc/docs',
       uiConfig: { docExpansion: 'list', deepLinking: true },
       staticCSP: true,

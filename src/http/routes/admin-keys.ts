@@ -5,6 +5,7 @@ import { getOrganization } from '../../domain/organizations.ts';
 import { errors } from '../../lib/errors.ts';
 import { AdminApiKey, CreatedKey, CreateKeyBody, IdParams, KeyIdParams } from '../../schemas/admin.ts';
 import { errorResponses } from '../../schemas/common.ts';
+import { created } from '../links.ts';
 import type { App } from '../types.ts';
 
 const adminSchema = { tags: ['admin'], security: [{ adminToken: [] }] };
@@ -35,15 +36,14 @@ export function adminKeyRoutes(app: App, deps: Deps): void {
         name: request.body.name,
         expiresAt,
       });
-      reply.code(201);
-      return {
+      return created(request, reply, `/api/admin/keys/${key.id}`, {
         id: key.id,
         apiKey,
         name: key.name,
         prefix: key.prefix,
         createdAt: key.createdAt,
         expiresAt: key.expiresAt,
-      };
+      });
     },
   );
 

@@ -15,6 +15,7 @@ import {
   PatchOrganizationBody,
 } from '../../schemas/admin.ts';
 import { errorResponses } from '../../schemas/common.ts';
+import { created } from '../links.ts';
 import type { App } from '../types.ts';
 
 const adminSchema = { tags: ['admin'], security: [{ adminToken: [] }] };
@@ -32,13 +33,12 @@ export function adminOrganizationRoutes(app: App, deps: Deps): void {
       },
     },
     async (request, reply) => {
-      const created = await createOrganization(deps, request.body);
-      reply.code(201);
-      return {
-        organizationId: created.organization.id,
-        apiKey: created.apiKey,
-        webhookSecret: created.webhookSecret,
-      };
+      const made = await createOrganization(deps, request.body);
+      return created(request, reply, `/api/admin/organizations/${made.organization.id}`, {
+        organizationId: made.organization.id,
+        apiKey: made.apiKey,
+        webhookSecret: made.webhookSecret,
+      });
     },
   );
 

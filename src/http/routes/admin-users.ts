@@ -5,6 +5,7 @@ import { createUser, listMembers } from '../../domain/users.ts';
 import { errors } from '../../lib/errors.ts';
 import { AdminUser, CreatedUser, CreateUserBody, IdParams } from '../../schemas/admin.ts';
 import { errorResponses } from '../../schemas/common.ts';
+import { created } from '../links.ts';
 import type { App } from '../types.ts';
 
 const adminSchema = { tags: ['admin'], security: [{ adminToken: [] }] };
@@ -24,8 +25,8 @@ export function adminUserRoutes(app: App, deps: Deps): void {
     },
     async (request, reply) => {
       const user = await createUser(deps, request.params.id, request.body);
-      reply.code(201);
-      return user;
+      // A user has no URL of its own: the list it appears in is where it is found.
+      return created(request, reply, `/api/admin/organizations/${request.params.id}/users`, user);
     },
   );
 

@@ -14,6 +14,7 @@ import {
   DestinationPatch,
   TaskIdParams,
 } from '../../schemas/task.ts';
+import { created } from '../links.ts';
 import { type App, principalOf } from '../types.ts';
 
 const tags = ['destinations'];
@@ -51,8 +52,7 @@ export function destinationRoutes(app: App, deps: Deps): void {
         request.params.taskId,
         request.body,
       );
-      reply.code(201);
-      return d;
+      return created(request, reply, `/api/svc/tasks/${request.params.taskId}/destinations/${d.id}`, d);
     },
   );
 

@@ -1,7 +1,8 @@
 import { Type } from 'typebox';
 import type { Deps } from '../../domain/deps.ts';
+import { pageRuns, pageTaskRuns, RECORD_PAGE } from '../../domain/list-pages.ts';
 import { cancelRun, replayRun } from '../../domain/run-control.ts';
-import { getRun, listRuns, listTaskRuns, redeliverRun } from '../../domain/runs.ts';
+import { getRun, redeliverRun } from '../../domain/runs.ts';
 import { errorResponses, OrganizationListQuery } from '../../schemas/common.ts';
 import {
   ReplayBody,
@@ -11,6 +12,7 @@ import {
   TaskRunsParams,
   TaskRunsQuery,
 } from '../../schemas/run.ts';
+import { sendPage } from '../links.ts';
 import { type App, principalOf } from '../types.ts';
 
 // Paths under /api/svc: registered in the API-key scope (app.ts).
@@ -25,7 +27,14 @@ export function runRoutes(app: App, deps: Deps): void {
         response: { 200: Type.Array(Run), ...errorResponses(400, 401, 429) },
       },
     },
-    async (request) => listRuns(deps, principalOf(request).organizationId, request.query.limit),
+    async (request, reply) => {
+      const { limit = RECORD_PAGE.default, cursor } = request.query;
+      return sendPage(
+        request,
+        reply,
+        await pageRuns(deps, principalOf(request).organizationId, limit, cursor),
+      );
+    },
   );
 
   app.get(
@@ -113,7 +122,10 @@ export function runRoutes(app: App, deps: Deps): void {
         response: { 200: Type.Array(Run), ...errorResponses(400, 401, 404, 429) },
       },
     },
-    async (request) =>
-      listTaskRuns(deps, principalOf(request).organizationId, request.params.taskId, request.query.limit),
+    async (request, reply) => {
+      const { limit = RECORD_PAGE.default, cursor } = request.query;
+      const org = principalOf(request).organizationId;
+      return sendPage(request, reply, await pageTaskRuns(deps, org, request.params.taskId, limit, cursor));
+    },
   );
 }

@@ -1,6 +1,7 @@
 import { Type } from 'typebox';
 import type { Deps } from '../../domain/deps.ts';
-import { previewSchedule, taskSlotRecords, taskUpcomingSlots } from '../../domain/slot-records.ts';
+import { pageSlotRecords, RECORD_PAGE } from '../../domain/list-pages.ts';
+import { previewSchedule, taskUpcomingSlots } from '../../domain/slot-records.ts';
 import { errorResponses } from '../../schemas/common.ts';
 import {
   SchedulePreviewBody,
@@ -10,6 +11,7 @@ import {
   UpcomingSlot,
 } from '../../schemas/slot.ts';
 import { TaskIdParams } from '../../schemas/task.ts';
+import { sendPage } from '../links.ts';
 import { type App, principalOf } from '../types.ts';
 
 const tags = ['tasks'];
@@ -27,8 +29,11 @@ export function scheduleRoutes(app: App, deps: Deps): void {
         response: { 200: Type.Array(SlotRecord), ...errorResponses(400, 401, 404, 429) },
       },
     },
-    async (request) =>
-      taskSlotRecords(deps, principalOf(request).organizationId, request.params.taskId, request.query.limit),
+    async (request, reply) => {
+      const { limit = RECORD_PAGE.default, cursor } = request.query;
+      const org = principalOf(request).organizationId;
+      return sendPage(request, reply, await pageSlotRecords(deps, org, request.params.taskId, limit, cursor));
+    },
   );
 
   app.get(

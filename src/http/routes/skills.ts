@@ -1,8 +1,11 @@
 import { Type } from 'typebox';
 import type { Deps } from '../../domain/deps.ts';
-import { createSkill, deleteSkill, getSkill, listSkills, updateSkill } from '../../domain/skills.ts';
-import { errorResponses, OrganizationQuery } from '../../schemas/common.ts';
+import { pageSkills, RESOURCE_PAGE } from '../../domain/list-pages.ts';
+import { createSkill, deleteSkill, getSkill, updateSkill } from '../../domain/skills.ts';
+import { errorResponses } from '../../schemas/common.ts';
+import { OrganizationPageQuery } from '../../schemas/pagination.ts';
 import { Skill, SkillCreateBody, SkillIdParams, SkillUpdateBody } from '../../schemas/skill.ts';
+import { created, sendPage } from '../links.ts';
 import { type App, principalOf } from '../types.ts';
 
 const tags = ['skills'];
@@ -15,11 +18,18 @@ export function skillRoutes(app: App, deps: Deps): void {
       schema: {
         tags,
         summary: "List the organization's skills, newest first",
-        querystring: OrganizationQuery,
+        querystring: OrganizationPageQuery,
         response: { 200: Type.Array(Skill), ...errorResponses(400, 401, 429) },
       },
     },
-    async (request) => listSkills(deps, principalOf(request).organizationId),
+    async (request, reply) => {
+      const { limit = RESOURCE_PAGE.default, cursor } = request.query;
+      return sendPage(
+        request,
+        reply,
+        await pageSkills(deps, principalOf(request).organizationId, limit, cursor),
+      );
+    },
   );
 
   app.post(
@@ -34,8 +44,7 @@ export function skillRoutes(app: App, deps: Deps): void {
     },
     async (request, reply) => {
       const skill = await createSkill(deps, principalOf(request).organizationId, request.body);
-      reply.code(201);
-      return skill;
+      return created(request, reply, `/api/svc/skills/${skill.id}`, skill);
     },
   );
 

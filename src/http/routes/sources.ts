@@ -1,8 +1,10 @@
 import { Type } from 'typebox';
 import type { Deps } from '../../domain/deps.ts';
-import { createSource, deleteSource, getSource, listSources, updateSource } from '../../domain/sources.ts';
+import { pageSources, RESOURCE_PAGE } from '../../domain/list-pages.ts';
+import { createSource, deleteSource, getSource, updateSource } from '../../domain/sources.ts';
 import { testSource } from '../../runner/source-test.ts';
-import { errorResponses, OrganizationQuery } from '../../schemas/common.ts';
+import { errorResponses } from '../../schemas/common.ts';
+import { OrganizationPageQuery } from '../../schemas/pagination.ts';
 import {
   Source,
   SourceCreateBody,
@@ -10,6 +12,7 @@ import {
   SourceTestResult,
   SourceUpdateBody,
 } from '../../schemas/source.ts';
+import { created, sendPage } from '../links.ts';
 import { type App, principalOf } from '../types.ts';
 
 const tags = ['sources'];
@@ -22,11 +25,18 @@ export function sourceRoutes(app: App, deps: Deps): void {
       schema: {
         tags,
         summary: "List the organization's sources, newest first (secrets masked)",
-        querystring: OrganizationQuery,
+        querystring: OrganizationPageQuery,
         response: { 200: Type.Array(Source), ...errorResponses(400, 401, 429) },
       },
     },
-    async (request) => listSources(deps, principalOf(request).organizationId),
+    async (request, reply) => {
+      const { limit = RESOURCE_PAGE.default, cursor } = request.query;
+      return sendPage(
+        request,
+        reply,
+        await pageSources(deps, principalOf(request).organizationId, limit, cursor),
+      );
+    },
   );
 
   app.post(
@@ -41,8 +51,7 @@ export function sourceRoutes(app: App, deps: Deps): void {
     },
     async (request, reply) => {
       const source = await createSource(deps, principalOf(request).organizationId, request.body);
-      reply.code(201);
-      return source;
+      return created(request, reply, `/api/svc/sources/${source.id}`, source);
     },
   );
 

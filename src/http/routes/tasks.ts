@@ -1,11 +1,11 @@
 import { Type } from 'typebox';
 import type { Deps } from '../../domain/deps.ts';
+import { pageTasks, RESOURCE_PAGE } from '../../domain/list-pages.ts';
 import { expandTasks } from '../../domain/task-expansion.ts';
 import {
   createTask,
   deleteOrganizationTask,
   getTask,
-  listOrganizationTasks,
   runTaskNow,
   updateOrganizationTask,
 } from '../../domain/tasks.ts';
@@ -19,6 +19,7 @@ import {
   TaskListQuery,
   TaskUpdateBody,
 } from '../../schemas/task.ts';
+import { created, sendPage } from '../links.ts';
 import { type App, principalOf } from '../types.ts';
 
 const tags = ['tasks'];
@@ -30,14 +31,16 @@ export function taskRoutes(app: App, deps: Deps): void {
     {
       schema: {
         tags,
-        summary: "List the organization's tasks, newest first",
+        summary: 'List the organization\'s tasks, newest first, a page at a time (Link rel="next")',
         querystring: TaskListQuery,
         response: { 200: Type.Array(Task), ...errorResponses(400, 401, 429) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const orgId = principalOf(request).organizationId;
-      return expandTasks(deps, orgId, await listOrganizationTasks(deps, orgId), request.query.expand);
+      const { limit = RESOURCE_PAGE.default, cursor, expand } = request.query;
+      const page = await pageTasks(deps, orgId, limit, cursor);
+      return sendPage(request, reply, { ...page, items: await expandTasks(deps, orgId, page.items, expand) });
     },
   );
 
@@ -53,8 +56,7 @@ export function taskRoutes(app: App, deps: Deps): void {
     },
     async (request, reply) => {
       const task = await createTask(deps, principalOf(request).organizationId, request.body);
-      reply.code(201);
-      return task;
+      return created(request, reply, `/api/svc/tasks/${task.id}`, task);
     },
   );
 

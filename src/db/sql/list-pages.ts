@@ -1,0 +1,105 @@
+// Keyset pages of the API's lists, each in the order its full list has (newest first, the id
+// breaking ties). A page starts strictly after the position a cursor names, so rows inserted or
+// deleted between two pages never make a row that existed throughout appear twice or not at all.
+import type { Queryable } from '../db.ts';
+import type { RunRow } from './runs.ts';
+import type { SkillRow } from './skills.ts';
+import type { SlotRecordRow } from './slot-records.ts';
+import type { SourceRow } from './sources.ts';
+import { SELECT_WITH_LINKS, type TaskWithLinks } from './tasks.ts';
+
+/**
+ * A position in a list: the sort timestamp in whole microseconds since the epoch (the
+ * database's precision, which a JavaScript Date would round to milliseconds), and the row's id
+ * (absent for slot records, whose timestamp is unique within their task).
+ */
+export interface PagePosition {
+  micros: string;
+  id?: string;
+}
+
+/** A row with its position, `sort_us` (what a cursor after it holds). */
+export type Positioned<T> = T & { sort_us: string };
+
+const micros = (column: string) => `(extract(epoch FROM ${column}) * 1000000)::int8::text AS sort_us`;
+const instant = (param: string) => `(timestamptz 'epoch' + ${param}::int8 * interval '1 microsecond')`;
+
+/**
+ * A list's two statement texts, the first page's (`$1` the organization, `$2` the page size) and
+ * the next pages' (`$2`, `$3` the position, `$4` the page size), built once (the Db seam names
+ * prepared statements by their text), each able to walk its index in order and stop.
+ */
+function texts(select: string, ts: string, id: string) {
+  const order = `ORDER BY ${ts} DESC, ${id} DESC`;
+  return {
+    first: `${select} ${order} LIMIT $2`,
+    after: `${select} AND (${ts}, ${id}) < (${instant('$2')}, $3::uuid) ${order} LIMIT $4`,
+  };
+}
+
+const TASKS = texts(
+  `${SELECT_WITH_LINKS.replace('SELECT t.*,', `SELECT t.*, ${micros('t.created_at')},`)} WHERE t.organization_id = $1`,
+  't.created_at',
+  't.id',
+);
+const byCreation = (table: string) =>
+  texts(`SELECT *, ${micros('created_at')} FROM ${table} WHERE organization_id = $1`, 'created_at', 'id');
+const SKILLS = byCreation('skills');
+const SOURCES = byCreation('sources');
+const RUNS = byCreation('runs');
+
+const TASK_RUNS_SELECT = `SELECT *, ${micros('created_at')} FROM runs WHERE organization_id = $1 AND task_id = $2`;
+const TASK_RUNS_FIRST = `${TASK_RUNS_SELECT} ORDER BY created_at DESC, id DESC LIMIT $3`;
+const TASK_RUNS_AFTER = `${TASK_RUNS_SELECT} AND (created_at, id) < (${instant('$3')}, $4::uuid)
+  ORDER BY created_at DESC, id DESC LIMIT $5`;
+
+const SLOTS_FIRST = `SELECT slot_at, outcome, run_id, slots, reason, ${micros('slot_at')}
+  FROM task_slots WHERE task_id = $1 ORDER BY slot_at DESC LIMIT $2`;
+const SLOTS_AFTER = `SELECT slot_at, outcome, run_id, slots, reason, ${micros('slot_at')}
+  FROM task_slots WHERE task_id = $1 AND slot_at < ${instant('$2')} ORDER BY slot_at DESC LIMIT $3`;
+
+/** Up to `rows` of the list after `after` (from the start without it). */
+function page<T>(
+  db: Queryable,
+  first: string,
+  afterText: string,
+  scope: unknown[],
+  rows: number,
+  after: PagePosition | undefined,
+): Promise<Positioned<T>[]> {
+  return after
+    ? db.query<Positioned<T>>(afterText, [...scope, after.micros, after.id, rows])
+    : db.query<Positioned<T>>(first, [...scope, rows]);
+}
+
+export const pageTaskRows = (db: Queryable, organizationId: string, rows: number, after?: PagePosition) =>
+  page<TaskWithLinks>(db, TASKS.first, TASKS.after, [organizationId], rows, after);
+
+export const pageSkillRows = (db: Queryable, organizationId: string, rows: number, after?: PagePosition) =>
+  page<SkillRow>(db, SKILLS.first, SKILLS.after, [organizationId], rows, after);
+
+export const pageSourceRows = (db: Queryable, organizationId: string, rows: number, after?: PagePosition) =>
+  page<SourceRow>(db, SOURCES.first, SOURCES.after, [organizationId], rows, after);
+
+export const pageRunRows = (db: Queryable, organizationId: string, rows: number, after?: PagePosition) =>
+  page<RunRow>(db, RUNS.first, RUNS.after, [organizationId], rows, after);
+
+export const pageTaskRunRows = (
+  db: Queryable,
+  organizationId: string,
+  taskId: string,
+  rows: number,
+  after?: PagePosition,
+) => page<RunRow>(db, TASK_RUNS_FIRST, TASK_RUNS_AFTER, [organizationId, taskId], rows, after);
+
+/** Slot records of a task the caller has already found in its organization. */
+export function pageSlotRows(
+  db: Queryable,
+  taskId: string,
+  rows: number,
+  after?: PagePosition,
+): Promise<Positioned<SlotRecordRow>[]> {
+  return after
+    ? db.query<Positioned<SlotRecordRow>>(SLOTS_AFTER, [taskId, after.micros, rows])
+    : db.query<Positioned<SlotRecordRow>>(SLOTS_FIRST, [taskId, rows]);
+}
