@@ -230,18 +230,25 @@ describe('the worker', () => {
   });
 
   test('one organization cannot take more than its share of workers while another waits', async () => {
-    // Each answer takes 300 ms; the worker runs 3 at once, an organization at most 2.
+    // The worker runs 3 at once, an organization at most 2. A's answers are held until B's run
+    // exists, so A's backlog is still waiting (however slowly the runs were created) when B's
+    // run arrives: the free place must go to B, not to A's third run.
     let running = new Map<string, number>();
     const peak = new Map<string, number>();
     const started: string[] = [];
+    let letGo: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => {
+      letGo = resolve;
+    });
     const { svc, model } = await startWorkerService(
       (prompt) => {
         const org = prompt.split(' ')[0] ?? '';
         started.push(org);
         running.set(org, (running.get(org) ?? 0) + 1);
         peak.set(org, Math.max(peak.get(org) ?? 0, running.get(org) ?? 0));
-        setTimeout(() => running.set(org, (running.get(org) ?? 1) - 1), 300);
-        return { delayMs: 300 };
+        const held = org === 'A' ? gate : Promise.resolve();
+        void held.then(() => setTimeout(() => running.set(org, (running.get(org) ?? 1) - 1), 300));
+        return { heldUntil: held, delayMs: 300 };
       },
       { SVC_WORKER_CONCURRENCY: '3', SVC_ORG_CONCURRENCY: '2' },
     );
@@ -254,17 +261,23 @@ describe('the worker', () => {
         const t = await newTask(svc, a, { prompt: `A ${randomUUID()}` });
         aRuns.push(await runNow(svc, a, t.id));
       }
+      await waitFor('A at its limit of 2 running runs', async () =>
+        started.filter((o) => o === 'A').length === 2 ? true : undefined,
+      );
       const bTask = await newTask(svc, b, { prompt: `B ${randomUUID()}` });
       const bRun = await runNow(svc, b, bTask.id);
       await finishedRun(svc, b, bRun);
+      letGo();
       for (const id of aRuns) await finishedRun(svc, a, id);
       assert.equal(peak.get('A'), 2, 'A never had more than 2 runs at once');
-      assert.ok(
-        started.indexOf('B') <= 3,
-        `B's run started before A's backlog drained: ${started.join(',')}`,
+      assert.equal(
+        started.indexOf('B'),
+        2,
+        `B's run took the free place before A's backlog: ${started.join(',')}`,
       );
       running = new Map();
     } finally {
+      letGo();
       await svc.close();
       await model.close();
     }

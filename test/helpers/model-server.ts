@@ -33,6 +33,8 @@ export interface ModelReply {
   error?: string;
   usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number; cost?: number };
   delayMs?: number;
+  /** Answer only once this settles (then after `delayMs`): holds a call until the test lets it go. */
+  heldUntil?: Promise<unknown>;
   /** Accept the request and never answer. */
   hang?: boolean;
   /** The stream's finish_reason (default: stop, or tool_calls with tool calls). */
@@ -163,6 +165,7 @@ export async function startModelServer(
     const index = requests.push(request) - 1;
     const r = reply(request, index);
     if (r.hang) return;
+    if (r.heldUntil) await r.heldUntil;
     if (r.delayMs) await new Promise((resolve) => setTimeout(resolve, r.delayMs));
     if (res.destroyed) return;
     const status = r.status ?? 200;
