@@ -9,6 +9,7 @@ export const ERROR_STATUS = {
   forbidden: 403,
   plan_limit_exceeded: 403,
   not_found: 404,
+  method_not_allowed: 405,
   conflict: 409,
   request_timeout: 408,
   payload_too_large: 413,
