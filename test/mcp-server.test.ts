@@ -261,6 +261,42 @@ describe('the MCP server at /api/svc/mcp', () => {
     await assert.rejects(client.connect(new StreamableHTTPClientTransport(endpoint)), /401|Unauthorized/i);
   });
 
+  test('arguments, bodies and answers are bounded: the schema bounds as tool errors, 413 over 1 MiB, a tool error over a 1 MiB answer', async () => {
+    const bounded = await svc.createOrg('paid');
+    const client = await connect(bounded);
+    const long = await call(client, 'create_task', { name: 'Long', prompt: 'x'.repeat(100_001) });
+    assert.equal(long.isError, true);
+    assert.equal(long.body.error.details[0].path, '/arguments/prompt');
+    const tooMany = await call(client, 'list_runs', { limit: 101 });
+    assert.equal(tooMany.body.error.details[0].path, '/arguments/limit');
+
+    const huge = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'create_task', arguments: { name: 'Huge', prompt: 'x'.repeat(1_100_000) } },
+    };
+    const res = await post(huge, { authorization: `Bearer ${bounded.apiKey}` });
+    assert.equal(res.status, 413);
+    assert.equal((await res.json()).error.code, 'payload_too_large');
+
+    // Eleven prompts of 100,000 characters: the list is above 1 MiB, each task alone is not.
+    for (let i = 0; i < 11; i++) {
+      const made = await svc.call({
+        method: 'POST',
+        url: '/api/svc/tasks',
+        key: bounded.apiKey,
+        body: { organizationId: bounded.organizationId, name: `Big ${i}`, prompt: String.fromCharCode(97 + i).repeat(100_000) },
+      });
+      assert.equal(made.status, 201, made.raw);
+    }
+    const list = await call(client, 'list_tasks');
+    assert.equal(list.isError, true);
+    assert.equal(list.body.error.code, 'payload_too_large');
+    const runs = await call(client, 'list_runs');
+    assert.equal(runs.isError, false);
+  });
+
   test('GET and DELETE are refused with 405, and a batch of messages with 400', async () => {
     for (const method of ['GET', 'DELETE']) {
       const res = await fetch(endpoint, { method, headers: { authorization: `Bearer ${first.apiKey}` } });
