@@ -58,6 +58,9 @@ describe('the MCP server at /api/svc/mcp', () => {
     return { isError: answer.isError === true, body: JSON.parse(text), text };
   }
 
+  /** The error of an HTTP answer in the API's envelope. */
+  const errorOf = async (res: Response) => ((await res.json()) as { error: { code: string } }).error;
+
   const initialize = {
     jsonrpc: '2.0',
     id: 1,
@@ -251,10 +254,11 @@ describe('the MCP server at /api/svc/mcp', () => {
   });
 
   test('without a valid key the endpoint answers 401 in the error envelope, with the rate-limit headers', async () => {
-    for (const headers of [{}, { authorization: `Bearer sats_${'x'.repeat(40)}` }]) {
+    const attempts: Record<string, string>[] = [{}, { authorization: `Bearer sats_${'x'.repeat(40)}` }];
+    for (const headers of attempts) {
       const res = await post(initialize, headers);
       assert.equal(res.status, 401);
-      assert.equal((await res.json()).error.code, 'unauthorized');
+      assert.equal((await errorOf(res)).code, 'unauthorized');
       assert.ok(res.headers.get('x-ratelimit-limit'));
     }
     const client = new Client({ name: 'no-key', version: '1.0.0' });
@@ -278,7 +282,7 @@ describe('the MCP server at /api/svc/mcp', () => {
     };
     const res = await post(huge, { authorization: `Bearer ${bounded.apiKey}` });
     assert.equal(res.status, 413);
-    assert.equal((await res.json()).error.code, 'payload_too_large');
+    assert.equal((await errorOf(res)).code, 'payload_too_large');
 
     // Eleven prompts of 100,000 characters: the list is above 1 MiB, each task alone is not.
     for (let i = 0; i < 11; i++) {
@@ -286,7 +290,11 @@ describe('the MCP server at /api/svc/mcp', () => {
         method: 'POST',
         url: '/api/svc/tasks',
         key: bounded.apiKey,
-        body: { organizationId: bounded.organizationId, name: `Big ${i}`, prompt: String.fromCharCode(97 + i).repeat(100_000) },
+        body: {
+          organizationId: bounded.organizationId,
+          name: `Big ${i}`,
+          prompt: String.fromCharCode(97 + i).repeat(100_000),
+        },
       });
       assert.equal(made.status, 201, made.raw);
     }
@@ -297,18 +305,24 @@ describe('the MCP server at /api/svc/mcp', () => {
     assert.equal(runs.isError, false);
   });
 
-  test('GET and DELETE are refused with 405, and a batch of messages with 400', async () => {
+  test('GET and DELETE are refused with 405, a notification is accepted with 202, and a batch of messages is a 400', async () => {
     for (const method of ['GET', 'DELETE']) {
       const res = await fetch(endpoint, { method, headers: { authorization: `Bearer ${first.apiKey}` } });
       assert.equal(res.status, 405);
       assert.equal(res.headers.get('allow'), 'POST');
-      assert.equal((await res.json()).error.code, 'method_not_allowed');
+      assert.equal((await errorOf(res)).code, 'method_not_allowed');
     }
+    const notified = await post(
+      { jsonrpc: '2.0', method: 'notifications/initialized' },
+      { authorization: `Bearer ${first.apiKey}` },
+    );
+    assert.equal(notified.status, 202);
+    assert.equal(await notified.text(), '', 'a notification is accepted without a body');
     const batch = await post([initialize, { ...initialize, id: 2 }], {
       authorization: `Bearer ${first.apiKey}`,
     });
     assert.equal(batch.status, 400);
-    assert.equal((await batch.json()).error.code, 'validation_error');
+    assert.equal((await errorOf(batch)).code, 'validation_error');
   });
 
   test("the API's rate limit applies to the MCP endpoint: 429 with Retry-After once the minute's calls are spent", async () => {
@@ -333,7 +347,7 @@ describe('the MCP server at /api/svc/mcp', () => {
     }
     assert.ok(refused, `a call was refused: ${statuses.join(', ')}`);
     assert.ok(Number(refused.headers.get('retry-after')) > 0);
-    assert.equal((await refused.json()).error.code, 'rate_limited');
+    assert.equal((await errorOf(refused)).code, 'rate_limited');
     assert.equal(statuses.filter((s) => s === 200).length >= 2, true, statuses.join(', '));
   });
 });

@@ -109,7 +109,8 @@ export function mcpRoutes(app: App, deps: Deps): void {
         const text = await response.text();
         // The transport answers 200 (a result) or 202 (a notification, no body).
         reply.code(response.status as 200);
-        if (!text) return reply.send(null);
+        // No body at all (a JSON `null` would be one); the schema types it as null.
+        if (!text) return reply.send(undefined as unknown as null);
         return reply.type('application/json; charset=utf-8').send(text as unknown as object);
       } finally {
         await server.close();
