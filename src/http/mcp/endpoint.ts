@@ -70,8 +70,11 @@ async function refusal(response: Response): Promise<AppError> {
   } catch {
     // not JSON: the status text stays the message
   }
-  const code = response.status === 415 ? 'unsupported_media_type' : 'validation_error';
-  return new AppError(code, `Not a valid MCP request: ${message}`);
+  if (response.status === 415)
+    return new AppError('unsupported_media_type', `Not a valid MCP request: ${message}`);
+  return new AppError('validation_error', `Not a valid MCP request: ${message}`, {
+    details: [{ path: '/body', message: `is not a valid MCP message (${message})` }],
+  });
 }
 
 // Paths under /api/svc: registered in the API-key scope (app.ts).
