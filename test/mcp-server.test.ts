@@ -2,6 +2,7 @@
 // socket: the tools an agent sees, a task created, run and read through them, validation
 // errors as tool errors, organizations kept apart, the API key and the rate limit.
 import assert from 'node:assert/strict';
+import { execFile, spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -9,6 +10,23 @@ import { type ModelServer, startModelServer } from './helpers/model-server.ts';
 import type { Org } from './helpers/runs.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
 import { waitFor } from './helpers/wait.ts';
+
+/**
+ * The MCP Inspector's CLI, when npm already holds it: it is not a dependency (its package has an
+ * install script and pulls in a web UI, a terminal UI and a native keyring module), and a test
+ * must not download. `npx --no --offline` runs it from npm's cache or not at all.
+ */
+const INSPECTOR = ['--no', '--offline', '@modelcontextprotocol/inspector@2.12.0', '--cli'];
+const inspectorHere =
+  spawnSync('npx', [...INSPECTOR, '--version'], { stdio: 'ignore', timeout: 60_000 }).status === 0;
+
+function inspect(args: string[]): Promise<{ code: number; stdout: string }> {
+  return new Promise((resolve) => {
+    execFile('npx', [...INSPECTOR, ...args], { timeout: 60_000 }, (err, stdout) =>
+      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout }),
+    );
+  });
+}
 
 type ToolAnswer = { isError?: boolean; content: { type: string; text: string }[] };
 
@@ -121,6 +139,43 @@ describe('the MCP server at /api/svc/mcp', () => {
     assert.deepEqual(byName.get('create_task')?.inputSchema.required, ['name', 'prompt']);
     assert.match(byName.get('create_task')?.description ?? '', /cents/);
     assert.match(byName.get('create_task')?.description ?? '', /IANA/);
+  });
+
+  test("the MCP Inspector's CLI lists the tools and calls one with the key in a header", {
+    skip:
+      !inspectorHere &&
+      'the Inspector is not in npm’s cache (npx @modelcontextprotocol/inspector@2.12.0 once)',
+  }, async () => {
+    const target = [
+      endpoint.href,
+      '--transport',
+      'http',
+      '--header',
+      `Authorization: Bearer ${first.apiKey}`,
+    ];
+    const listed = await inspect([...target, '--method', 'tools/list']);
+    assert.equal(listed.code, 0, listed.stdout);
+    const names = (JSON.parse(listed.stdout) as { tools: { name: string }[] }).tools.map((t) => t.name);
+    assert.deepEqual(names.sort(), [...TOOL_NAMES].sort());
+
+    const called = await inspect([
+      ...target,
+      ...['--method', 'tools/call', '--tool-name', 'preview_schedule'],
+      ...[
+        '--tool-arg',
+        'schedule=daily',
+        '--tool-arg',
+        'scheduleTime=08:00',
+        '--tool-arg',
+        'timezone=Asia/Tokyo',
+      ],
+    ]);
+    assert.equal(called.code, 0, called.stdout);
+    const slots = JSON.parse(JSON.parse(called.stdout).content[0].text);
+    assert.match(slots[0].localTime, /T08:00:00\+09:00$/);
+
+    const refused = await inspect([endpoint.href, '--transport', 'http', '--method', 'tools/list']);
+    assert.notEqual(refused.code, 0, 'without the key the Inspector gets nothing');
   });
 
   test('an agent creates a weekly task, runs it now and reads the output of the run', async () => {
