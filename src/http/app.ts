@@ -4,6 +4,7 @@ import type { Deps } from '../domain/deps.ts';
 import { errors } from '../lib/errors.ts';
 import { dashboard } from '../web/plugin.ts';
 import { capConnections, installJsonParser, serverBounds } from './connection.ts';
+import { mcpRoutes } from './mcp/endpoint.ts';
 import { adminScope, apiKeyScope, publicScope } from './plugins/auth.ts';
 import { installCompression } from './plugins/compression.ts';
 import { installErrorHandling, sendError, toAppError } from './plugins/errors.ts';
@@ -162,6 +163,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
         modelRoutes,
         billingStatusRoutes,
         billingRoutes,
+        mcpRoutes,
       ]),
       authenticator,
     ),
