@@ -690,7 +690,14 @@ describe('mass assignment of fields the service owns', () => {
     for (const path of paths) {
       for (const method of ['PATCH', 'PUT', 'POST'] as const) {
         const res = await call(org, { method, url: path, body: upgrade });
-        assertEnvelope(res, 404, 'not_found');
+        // A path that exists for reading only says so (405, with what it serves); the others
+        // do not exist at all.
+        if (path === '/api/svc/billing/status') {
+          assertEnvelope(res, 405, 'method_not_allowed');
+          assert.equal(res.headers.allow, 'GET, HEAD');
+        } else {
+          assertEnvelope(res, 404, 'not_found');
+        }
       }
     }
     // The operators' area does not take an API key.
