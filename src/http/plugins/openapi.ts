@@ -3,6 +3,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { Type } from 'typebox';
 import { ErrorEnvelope } from '../../schemas/common.ts';
 import type { App } from '../types.ts';
+import { completeDocument, TAGS } from './openapi-document.ts';
 
 /** Methods whose requests Fastify parses a body for, whether or not the route takes one. */
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -33,8 +34,11 @@ export async function installOpenApi(app: App, publicUrl: string): Promise<void>
         description:
           'Runs scheduled AI tasks for organizations. Authenticate with `Authorization: Bearer <API key>`. ' +
           'Errors share one envelope: `{ "error": { "code", "message", "details"? } }`.',
+        contact: { name: 'The operator of this service', url: publicUrl },
+        // package.json's UNLICENSED: the service is proprietary; SPDX names such a licence LicenseRef-*.
+        license: { name: 'Proprietary (UNLICENSED)', identifier: 'LicenseRef-Proprietary' },
       },
-      servers: [{ url: publicUrl }],
+      servers: [{ url: publicUrl, description: 'This service (SVC_PUBLIC_URL)' }],
       components: {
         securitySchemes: {
           apiKey: { type: 'http', scheme: 'bearer', description: 'An organization API key (sats_...)' },
@@ -42,12 +46,10 @@ export async function installOpenApi(app: App, publicUrl: string): Promise<void>
         },
       },
       security: [{ apiKey: [] }],
-      tags: [
-        { name: 'billing', description: 'Plan, limits and usage' },
-        { name: 'admin', description: 'Operator API (SVC_ADMIN_TOKEN)' },
-        { name: 'operations', description: 'Health, readiness, metrics and this document' },
-      ],
+      tags: TAGS,
     },
+    transformObject: (document) =>
+      'openapiObject' in document ? completeDocument(document.openapiObject) : document.swaggerObject,
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });
 }
@@ -58,6 +60,9 @@ export async function installOpenApiRoutes(app: App): Promise<void> {
     '/api/svc/openapi.json',
     {
       schema: {
+        operationId: 'getOpenApiDocument',
+        description:
+          'The OpenAPI 3.1 description of every API operation, generated from the schemas that validate requests and responses. Public, like the reference page at /api/svc/docs.',
         tags: ['operations'],
         summary: 'This OpenAPI 3.1 document',
         security: [],

@@ -15,6 +15,9 @@ export function adminKeyRoutes(app: App, deps: Deps): void {
     '/organizations/:id/keys',
     {
       schema: {
+        operationId: 'createApiKey',
+        description:
+          "Creates an API key for the organization; the key's value is in this response only and is stored as a hash.",
         ...adminSchema,
         summary: 'Create an API key; its value is in this response only',
         params: IdParams,
@@ -51,6 +54,9 @@ export function adminKeyRoutes(app: App, deps: Deps): void {
     '/organizations/:id/keys',
     {
       schema: {
+        operationId: 'listApiKeys',
+        description:
+          "The organization's keys with their prefixes, names and revocation state; never their values.",
         ...adminSchema,
         summary: "List an organization's keys (never their values)",
         params: IdParams,
@@ -67,6 +73,9 @@ export function adminKeyRoutes(app: App, deps: Deps): void {
     '/keys/:keyId',
     {
       schema: {
+        operationId: 'revokeApiKey',
+        description:
+          'Revokes an API key: every process refuses it from the next request on. Revoking a revoked key is a 404.',
         ...adminSchema,
         summary: 'Revoke an API key (every process refuses it from the next request on)',
         params: KeyIdParams,

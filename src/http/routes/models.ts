@@ -12,6 +12,8 @@ export function modelRoutes(app: App, deps: Deps): void {
     '/models',
     {
       schema: {
+        operationId: 'listModels',
+        description: 'The models tasks can name in `model`, with their prices per token.',
         tags: ['models'],
         summary: 'The AI models tasks can use',
         response: { 200: Type.Array(Model), ...errorResponses(401, 429) },
@@ -24,6 +26,8 @@ export function modelRoutes(app: App, deps: Deps): void {
     '/models/:modelId',
     {
       schema: {
+        operationId: 'getModel',
+        description: 'One model of the catalog.',
         tags: ['models'],
         summary: 'One model of the catalog',
         params: ModelIdParams,

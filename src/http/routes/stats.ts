@@ -10,6 +10,8 @@ export function statsRoutes(app: App, deps: Deps): void {
     '/stats',
     {
       schema: {
+        operationId: 'getStats',
+        description: "The organization's runs by status, deliveries, tokens and cost.",
         tags: ['stats'],
         summary: 'Usage statistics of the organization',
         querystring: OrganizationQuery,

@@ -29,6 +29,9 @@ export function taskRoutes(app: App, deps: Deps): void {
     '/tasks',
     {
       schema: {
+        operationId: 'listTasks',
+        description:
+          "Every task of the key's organization, newest first. `expand` inlines the attached skills and sources.",
         tags,
         summary: "List the organization's tasks, newest first",
         querystring: TaskListQuery,
@@ -45,6 +48,9 @@ export function taskRoutes(app: App, deps: Deps): void {
     '/tasks',
     {
       schema: {
+        operationId: 'createTask',
+        description:
+          "Creates a task with its schedule, prompt, model, skills, sources and destinations. A task counts against the plan's task limit (403 when it is reached).",
         tags,
         summary: 'Create a task',
         body: TaskCreateBody,
@@ -62,6 +68,8 @@ export function taskRoutes(app: App, deps: Deps): void {
     '/tasks/:taskId',
     {
       schema: {
+        operationId: 'getTask',
+        description: 'One task of the organization; `expand` inlines its skills and sources.',
         tags,
         summary: 'Get a task',
         params: TaskIdParams,
@@ -85,6 +93,9 @@ export function taskRoutes(app: App, deps: Deps): void {
     '/tasks/:taskId',
     {
       schema: {
+        operationId: 'updateTask',
+        description:
+          'Changes the fields sent and keeps the others. skillIds, sourceIds and destinations, when sent, replace the whole set; a schedule change recomputes the next run.',
         tags,
         summary: 'Update a task; skillIds, sourceIds and destinations replace the whole set',
         params: TaskIdParams,
@@ -100,6 +111,9 @@ export function taskRoutes(app: App, deps: Deps): void {
     '/tasks/:taskId',
     {
       schema: {
+        operationId: 'deleteTask',
+        description:
+          'Deletes the task with its runs and deliveries. Usage already counted for the billing period stays counted.',
         tags,
         summary: 'Delete a task with its runs (usage already counted stays counted)',
         params: TaskIdParams,
@@ -116,6 +130,9 @@ export function taskRoutes(app: App, deps: Deps): void {
     '/tasks/:taskId/run',
     {
       schema: {
+        operationId: 'runTask',
+        description:
+          "Queues a run of the task now, outside its schedule, and answers the pending run (202). 409 when the task's runs are at a limit.",
         tags,
         summary: 'Run the task now; answers with the pending run',
         params: TaskIdParams,
