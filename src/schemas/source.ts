@@ -164,9 +164,12 @@ export type Source = Static<typeof Source>;
 export const SourceIdParams = Type.Object({ sourceId: Uuid }, { additionalProperties: false });
 
 /** The answer of POST /sources/{sourceId}/test (the spec's shape). */
-export const SourceTestResult = Type.Object({
-  message: Type.Optional(Type.String()),
-  success: Type.Optional(Type.Boolean()),
-  tools: Type.Optional(Type.Array(Tool)),
-});
+export const SourceTestResult = Type.Object(
+  {
+    message: Type.Optional(Type.String()),
+    success: Type.Optional(Type.Boolean()),
+    tools: Type.Optional(Type.Array(Tool)),
+  },
+  { $id: 'SourceTestResult' },
+);
 export type SourceTestResult = Static<typeof SourceTestResult>;

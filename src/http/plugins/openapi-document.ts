@@ -93,9 +93,16 @@ function applies(operations: Operations, path: string, op: Operation): boolean {
   return op.operationId !== undefined && operations.includes(op.operationId);
 }
 
-/** Adds the common errors, the error descriptions and the response headers to every operation. */
-export function completeDocument(doc: Doc): Doc {
+/** By operationId, the statuses whose response schema is a named resource, and its name. */
+export type NamedResponses = Map<string, Record<string, string>>;
+
+/**
+ * Adds the common errors, the error descriptions and the response headers to every operation,
+ * and makes each named response schema a reference to its component.
+ */
+export function completeDocument(doc: Doc, named: NamedResponses = new Map()): Doc {
   doc.components ??= {};
+  doc.components.schemas ??= {};
   doc.components.headers = Object.fromEntries(
     RESPONSE_HEADERS.map((h) => [
       h.name,
@@ -116,6 +123,13 @@ export function completeDocument(doc: Doc): Doc {
       }
       for (const [status, response] of Object.entries(responses)) {
         const code = Number(status);
+        const name = op.operationId && named.get(op.operationId)?.[status];
+        const content = response.content as Record<string, { schema?: unknown }> | undefined;
+        const json = content?.['application/json'];
+        if (name && json?.schema) {
+          doc.components.schemas[name] ??= json.schema;
+          json.schema = { $ref: `#/components/schemas/${name}` };
+        }
         if (code >= 400 && (!response.description || response.description === 'Default Response')) {
           response.description = ERROR_DESCRIPTIONS[code] ?? 'Error';
         }

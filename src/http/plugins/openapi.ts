@@ -3,7 +3,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { Type } from 'typebox';
 import { ErrorEnvelope } from '../../schemas/common.ts';
 import type { App } from '../types.ts';
-import { completeDocument, TAGS } from './openapi-document.ts';
+import { completeDocument, type NamedResponses, TAGS } from './openapi-document.ts';
 
 /** Methods whose requests Fastify parses a body for, whether or not the route takes one. */
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -20,9 +20,20 @@ export async function installOpenApi(app: App, publicUrl: string): Promise<void>
   // Body parsing runs before any handler on every route of these methods, so a route without a
   // body (POST .../run, DELETE ...) still answers 400, 413 or 415 when a client sends one: the
   // document says so for every such route.
+  const named: NamedResponses = new Map();
   app.addHook('onRoute', (route) => {
     const response = route.schema?.response as Record<string, unknown> | undefined;
-    if (!response || ![route.method].flat().some((m) => BODY_METHODS.has(m))) return;
+    if (!response) return;
+    // A response schema that is a named resource (a `$id`) is its component in the document
+    // (@fastify/swagger inlines a route's top-level schemas), so generators name its type.
+    const operationId = (route.schema as { operationId?: string }).operationId;
+    for (const [status, schema] of Object.entries(response)) {
+      const id = (schema as { $id?: unknown } | undefined)?.$id;
+      if (operationId && typeof id === 'string') {
+        named.set(operationId, { ...named.get(operationId), [status]: id });
+      }
+    }
+    if (![route.method].flat().some((m) => BODY_METHODS.has(m))) return;
     for (const status of BODY_PARSING_STATUSES) response[status] ??= Type.Ref('ErrorEnvelope');
   });
   await app.register(swagger, {
@@ -49,7 +60,7 @@ export async function installOpenApi(app: App, publicUrl: string): Promise<void>
       tags: TAGS,
     },
     transformObject: (document) =>
-      'openapiObject' in document ? completeDocument(document.openapiObject) : document.swaggerObject,
+      'openapiObject' in document ? completeDocument(document.openapiObject, named) : document.swaggerObject,
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });
 }
