@@ -87,13 +87,37 @@ export async function installOpenApiRoutes(app: App): Promise<void> {
     await scope.register(swaggerUi, {
       routePrefix: '/api/svc/docs',
       uiConfig: { docExpansion: 'list', deepLinking: true },
-      staticCSP: true,
-      // The page's own policy, tightened: the validator badge is off (validatorUrl is null), so
-      // its remote host is not needed, and the page is never framed.
-      transformStaticCSP: (header: string) =>
-        header
-          .replace(' validator.swagger.io', '')
-          .replace("frame-ancestors 'self'", "frame-ancestors 'none'"),
+      // The policy is set below, per request, rather than by the plugin's fixed one.
+      staticCSP: false,
+    });
+    scope.addHook('onSend', async (request, reply) => {
+      reply.header('content-security-policy', referencePagePolicy(request.protocol === 'https'));
     });
   });
+}
+
+/**
+ * The reference page's Content-Security-Policy: the plugin's own, tightened (the validator badge
+ * is off, so its remote host is not needed, and the page is never framed). It asks the browser to
+ * upgrade the page's requests to https only when the request came over https, on the socket or
+ * per the X-Forwarded-Proto of a trusted proxy (SVC_TRUST_PROXY_HOPS): served over plain http
+ * under any host name but localhost, an upgrade would fetch the page's scripts from an https
+ * origin that does not exist, and the page would stay blank.
+ */
+export function referencePagePolicy(https: boolean): string {
+  const policy = [
+    "default-src 'self'",
+    "base-uri 'self'",
+    "font-src 'self' https: data:",
+    "frame-ancestors 'none'",
+    "img-src 'self' data:",
+    "object-src 'none'",
+    "script-src 'self'",
+    "script-src-attr 'none'",
+    // The one <style> element Swagger UI's bundle writes as it renders (Chromium names its hash;
+    // test/openapi-docs-page.test.ts fails on any refusal, so an upgrade that changes it shows).
+    "style-src 'self' https: 'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w='",
+  ];
+  if (https) policy.push('upgrade-insecure-requests');
+  return policy.join('; ');
 }
