@@ -132,11 +132,11 @@ export function taskRoutes(app: App, deps: Deps): void {
       schema: {
         operationId: 'runTask',
         description:
-          "Queues a run of the task now, outside its schedule, and answers the pending run (202). 409 when the task's runs are at a limit.",
+          "Queues a run of the task now, outside its schedule, and answers the pending run (202). 409 while a run of the task is pending or running, or when its monthly cost limit is reached; 403 when the plan's run limit is.",
         tags,
         summary: 'Run the task now; answers with the pending run',
         params: TaskIdParams,
-        response: { 202: Run, ...errorResponses(400, 401, 404, 409, 429) },
+        response: { 202: Run, ...errorResponses(400, 401, 403, 404, 409, 429) },
       },
     },
     async (request, reply) => {
