@@ -56,7 +56,7 @@ export function adminKeyRoutes(app: App, deps: Deps): void {
       schema: {
         operationId: 'listApiKeys',
         description:
-          "The organization's keys with their prefixes, names and revocation state; never their values.",
+          "The organization's keys with their names, prefixes, expiry, revocation and last use; never their values.",
         ...adminSchema,
         summary: "List an organization's keys (never their values)",
         params: IdParams,
@@ -75,7 +75,7 @@ export function adminKeyRoutes(app: App, deps: Deps): void {
       schema: {
         operationId: 'revokeApiKey',
         description:
-          'Revokes an API key: every process refuses it from the next request on. Revoking a revoked key is a 404.',
+          'Revokes an API key: every process refuses it from the next request on. Idempotent: revoking again answers 204 and keeps the first revocation time.',
         ...adminSchema,
         summary: 'Revoke an API key (every process refuses it from the next request on)',
         params: KeyIdParams,

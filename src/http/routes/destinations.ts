@@ -90,7 +90,7 @@ export function destinationRoutes(app: App, deps: Deps): void {
     {
       schema: {
         operationId: 'deleteDestination',
-        description: 'Removes one destination from the task; deliveries already made stay in the runs.',
+        description: 'Removes one destination from the task; later runs are no longer delivered to it.',
         tags,
         summary: 'Remove a destination',
         params: DestinationIdParams,

@@ -13,7 +13,8 @@ export function modelRoutes(app: App, deps: Deps): void {
     {
       schema: {
         operationId: 'listModels',
-        description: 'The models tasks can name in `model`, with their prices per token.',
+        description:
+          'The catalog of models tasks can name in `model`: provider, context length, speed, benchmark scores and capabilities.',
         tags: ['models'],
         summary: 'The AI models tasks can use',
         response: { 200: Type.Array(Model), ...errorResponses(401, 429) },

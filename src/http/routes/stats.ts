@@ -11,7 +11,8 @@ export function statsRoutes(app: App, deps: Deps): void {
     {
       schema: {
         operationId: 'getStats',
-        description: "The organization's runs by status, deliveries, tokens and cost.",
+        description:
+          "The organization's tasks (active and total), runs (total, completed, failed), tokens and cost.",
         tags: ['stats'],
         summary: 'Usage statistics of the organization',
         querystring: OrganizationQuery,
