@@ -69,7 +69,7 @@ export const EnvSchema = Type.Object({
   SVC_TRUST_PROXY_HOPS: int(0, 10, 0, {
     group: 'listening',
     description:
-      'Reverse-proxy hops whose `X-Forwarded-For` is believed when determining the client address (used to rate-limit unauthenticated requests and password attempts); 0 = the socket address. Behind one proxy, set 1.',
+      'Reverse-proxy hops whose `X-Forwarded-For` is believed when determining the client address (used to rate-limit unauthenticated requests and password attempts), and whose `X-Forwarded-Proto` tells whether a request came over https (the API reference page then asks browsers to upgrade to https); 0 = the socket address. Behind one proxy, set 1.',
   }),
 
   // Process

@@ -46,11 +46,14 @@ export const CreateOrganizationBody = Type.Object(
 );
 export type CreateOrganizationBody = Static<typeof CreateOrganizationBody>;
 
-export const CreatedOrganization = Type.Object({
-  organizationId: Uuid,
-  apiKey: Type.String({ description: 'Shown once; only its hash is stored.' }),
-  webhookSecret: Type.String({ description: 'Standard Webhooks signing secret (whsec_...).' }),
-});
+export const CreatedOrganization = Type.Object(
+  {
+    organizationId: Uuid,
+    apiKey: Type.String({ description: 'Shown once; only its hash is stored.' }),
+    webhookSecret: Type.String({ description: 'Standard Webhooks signing secret (whsec_...).' }),
+  },
+  { $id: 'CreatedOrganization' },
+);
 
 export const PatchOrganizationBody = Type.Object(
   {
@@ -97,14 +100,17 @@ export const CreateKeyBody = Type.Object(
 );
 export type CreateKeyBody = Static<typeof CreateKeyBody>;
 
-export const CreatedKey = Type.Object({
-  id: Uuid,
-  apiKey: Type.String({ description: 'Shown once; only its hash is stored.' }),
-  name: Type.String(),
-  prefix: Type.String(),
-  createdAt: DateTime,
-  expiresAt: Nullable(DateTime),
-});
+export const CreatedKey = Type.Object(
+  {
+    id: Uuid,
+    apiKey: Type.String({ description: 'Shown once; only its hash is stored.' }),
+    name: Type.String(),
+    prefix: Type.String(),
+    createdAt: DateTime,
+    expiresAt: Nullable(DateTime),
+  },
+  { $id: 'CreatedKey' },
+);
 
 export const IdParams = Type.Object({ id: Uuid }, { additionalProperties: false });
 export const KeyIdParams = Type.Object({ keyId: Uuid }, { additionalProperties: false });
@@ -142,9 +148,12 @@ export const CreateUserBody = Type.Object(
 );
 export type CreateUserBody = Static<typeof CreateUserBody>;
 
-export const CreatedUser = Type.Object({
-  id: Uuid,
-  email: Type.String(),
-  role: StringEnum(USER_ROLES),
-  createdAt: DateTime,
-});
+export const CreatedUser = Type.Object(
+  {
+    id: Uuid,
+    email: Type.String(),
+    role: StringEnum(USER_ROLES),
+    createdAt: DateTime,
+  },
+  { $id: 'CreatedUser' },
+);

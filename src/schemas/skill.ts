@@ -69,28 +69,31 @@ export const SkillUpdateBody = Type.Object(
 export type SkillUpdateBody = Static<typeof SkillUpdateBody>;
 
 /** The Skill resource, field for field as the interface specification gives it. */
-export const Skill = Type.Object({
-  id: Uuid,
-  content: Type.String(),
-  name: Type.String(),
-  category: Type.Optional(Type.String()),
-  createdAt: Type.Optional(DateTime),
-  description: Type.Optional(Type.String()),
-  frontmatter: Type.Optional(
-    Type.Object({
-      author: Type.Optional(Type.String()),
-      requiredSources: Type.Optional(Type.Array(Type.String())),
-      tags: Type.Optional(Type.Array(Type.String())),
-    }),
-  ),
-  iconUrl: Type.Optional(Type.String({ format: 'uri' })),
-  isPublic: Type.Optional(Type.Boolean()),
-  isUserInvocable: Type.Optional(Type.Boolean()),
-  organizationId: Type.Optional(Uuid),
-  slug: Type.Optional(Type.String()),
-  updatedAt: Type.Optional(DateTime),
-  version: Type.Optional(Type.Integer({ description: '1 at creation; +1 on every change of content' })),
-});
+export const Skill = Type.Object(
+  {
+    id: Uuid,
+    content: Type.String(),
+    name: Type.String(),
+    category: Type.Optional(Type.String()),
+    createdAt: Type.Optional(DateTime),
+    description: Type.Optional(Type.String()),
+    frontmatter: Type.Optional(
+      Type.Object({
+        author: Type.Optional(Type.String()),
+        requiredSources: Type.Optional(Type.Array(Type.String())),
+        tags: Type.Optional(Type.Array(Type.String())),
+      }),
+    ),
+    iconUrl: Type.Optional(Type.String({ format: 'uri' })),
+    isPublic: Type.Optional(Type.Boolean()),
+    isUserInvocable: Type.Optional(Type.Boolean()),
+    organizationId: Type.Optional(Uuid),
+    slug: Type.Optional(Type.String()),
+    updatedAt: Type.Optional(DateTime),
+    version: Type.Optional(Type.Integer({ description: '1 at creation; +1 on every change of content' })),
+  },
+  { $id: 'Skill' },
+);
 export type Skill = Static<typeof Skill>;
 
 export const SkillIdParams = Type.Object({ skillId: Uuid }, { additionalProperties: false });

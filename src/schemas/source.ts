@@ -137,33 +137,39 @@ export const AuthConfig = Type.Object({
 export type AuthConfig = Static<typeof AuthConfig>;
 
 /** The Source resource, field for field as the interface specification gives it. Never holds a secret. */
-export const Source = Type.Object({
-  id: Uuid,
-  config: SourceConfig,
-  name: Type.String(),
-  type: StringEnum(SOURCE_TYPES),
-  authConfig: Type.Optional(AuthConfig),
-  authType: Type.Optional(StringEnum(AUTH_TYPES)),
-  connectorConnected: Type.Optional(Type.Boolean()),
-  connectorToolkit: Type.Optional(Type.String()),
-  createdAt: Type.Optional(DateTime),
-  description: Type.Optional(Type.String()),
-  iconUrl: Type.Optional(Type.String({ format: 'uri' })),
-  isActive: Type.Optional(Type.Boolean()),
-  lastConnectedAt: Type.Optional(DateTime),
-  organizationId: Type.Optional(Uuid),
-  slug: Type.Optional(Type.String()),
-  tools: Type.Optional(Type.Array(Tool)),
-  updatedAt: Type.Optional(DateTime),
-});
+export const Source = Type.Object(
+  {
+    id: Uuid,
+    config: SourceConfig,
+    name: Type.String(),
+    type: StringEnum(SOURCE_TYPES),
+    authConfig: Type.Optional(AuthConfig),
+    authType: Type.Optional(StringEnum(AUTH_TYPES)),
+    connectorConnected: Type.Optional(Type.Boolean()),
+    connectorToolkit: Type.Optional(Type.String()),
+    createdAt: Type.Optional(DateTime),
+    description: Type.Optional(Type.String()),
+    iconUrl: Type.Optional(Type.String({ format: 'uri' })),
+    isActive: Type.Optional(Type.Boolean()),
+    lastConnectedAt: Type.Optional(DateTime),
+    organizationId: Type.Optional(Uuid),
+    slug: Type.Optional(Type.String()),
+    tools: Type.Optional(Type.Array(Tool)),
+    updatedAt: Type.Optional(DateTime),
+  },
+  { $id: 'Source' },
+);
 export type Source = Static<typeof Source>;
 
 export const SourceIdParams = Type.Object({ sourceId: Uuid }, { additionalProperties: false });
 
 /** The answer of POST /sources/{sourceId}/test (the spec's shape). */
-export const SourceTestResult = Type.Object({
-  message: Type.Optional(Type.String()),
-  success: Type.Optional(Type.Boolean()),
-  tools: Type.Optional(Type.Array(Tool)),
-});
+export const SourceTestResult = Type.Object(
+  {
+    message: Type.Optional(Type.String()),
+    success: Type.Optional(Type.Boolean()),
+    tools: Type.Optional(Type.Array(Tool)),
+  },
+  { $id: 'SourceTestResult' },
+);
 export type SourceTestResult = Static<typeof SourceTestResult>;

@@ -48,12 +48,15 @@ export const DestinationPatch = Type.Object(
 );
 export type DestinationPatch = Static<typeof DestinationPatch>;
 
-export const Destination = Type.Object({
-  id: Type.Optional(Uuid),
-  type: StringEnum(DESTINATION_TYPES),
-  value: Type.String(),
-  label: Type.Optional(Type.String()),
-});
+export const Destination = Type.Object(
+  {
+    id: Type.Optional(Uuid),
+    type: StringEnum(DESTINATION_TYPES),
+    value: Type.String(),
+    label: Type.Optional(Type.String()),
+  },
+  { $id: 'Destination' },
+);
 export type Destination = Static<typeof Destination>;
 
 /** The schema of each task field (schedule previews take the schedule fields from here). */
@@ -146,43 +149,48 @@ export const TaskUpdateBody = Type.Object(
 export type TaskUpdateBody = Static<typeof TaskUpdateBody>;
 
 /** The Task resource, field for field as the interface specification gives it. */
-export const Task = Type.Object({
-  id: Uuid,
-  createdAt: DateTime,
-  model: Type.String(),
-  name: Type.String(),
-  prompt: Type.String(),
-  schedule: StringEnum(SCHEDULES),
-  status: StringEnum(TASK_STATUSES),
-  cronExpression: Type.Optional(Type.String()),
-  deliveryEmail: Type.Optional(Type.Boolean()),
-  deliveryEmailAddress: Type.Optional(Type.String({ format: 'email' })),
-  deliveryPhoneNumber: Type.Optional(Type.String()),
-  deliverySms: Type.Optional(Type.Boolean()),
-  destinations: Type.Optional(Type.Array(Destination)),
-  lastRunAt: Type.Optional(Nullable(DateTime)),
-  nextRunAt: Type.Optional(Nullable(DateTime)),
-  organizationId: Type.Optional(Uuid),
-  scheduleDays: Type.Optional(Days),
-  scheduleTime: Type.Optional(Type.String()),
-  skillIds: Type.Optional(Type.Array(Uuid)),
-  skills: Type.Optional(Type.Array(Skill, { description: 'Present with ?expand=skills' })),
-  sourceIds: Type.Optional(Type.Array(Uuid)),
-  sources: Type.Optional(Type.Array(Source, { description: 'Present with ?expand=sources' })),
-  timezone: Type.Optional(Type.String()),
-  updatedAt: Type.Optional(DateTime),
-  userId: Type.Optional(Type.String()),
-  ...runCheckTaskFields,
-  autoPauseAfterFailures: Type.Optional(commonFields.autoPauseAfterFailures),
-  deliverOn: Type.Optional(StringEnum(DELIVER_ON)),
-  consecutiveFailures: Type.Optional(
-    Type.Integer({ description: 'Failed runs in a row (read-only; a completed run or resuming resets it)' }),
-  ),
-  pausedReason: Type.Optional(
-    Type.String({ description: 'Why the task paused itself (read-only; present while it stays paused)' }),
-  ),
-  monthlyCostLimitCents: Type.Optional(Type.Number({ description: 'Absent: no monthly cost limit' })),
-});
+export const Task = Type.Object(
+  {
+    id: Uuid,
+    createdAt: DateTime,
+    model: Type.String(),
+    name: Type.String(),
+    prompt: Type.String(),
+    schedule: StringEnum(SCHEDULES),
+    status: StringEnum(TASK_STATUSES),
+    cronExpression: Type.Optional(Type.String()),
+    deliveryEmail: Type.Optional(Type.Boolean()),
+    deliveryEmailAddress: Type.Optional(Type.String({ format: 'email' })),
+    deliveryPhoneNumber: Type.Optional(Type.String()),
+    deliverySms: Type.Optional(Type.Boolean()),
+    destinations: Type.Optional(Type.Array(Destination)),
+    lastRunAt: Type.Optional(Nullable(DateTime)),
+    nextRunAt: Type.Optional(Nullable(DateTime)),
+    organizationId: Type.Optional(Uuid),
+    scheduleDays: Type.Optional(Days),
+    scheduleTime: Type.Optional(Type.String()),
+    skillIds: Type.Optional(Type.Array(Uuid)),
+    skills: Type.Optional(Type.Array(Skill, { description: 'Present with ?expand=skills' })),
+    sourceIds: Type.Optional(Type.Array(Uuid)),
+    sources: Type.Optional(Type.Array(Source, { description: 'Present with ?expand=sources' })),
+    timezone: Type.Optional(Type.String()),
+    updatedAt: Type.Optional(DateTime),
+    userId: Type.Optional(Type.String()),
+    ...runCheckTaskFields,
+    autoPauseAfterFailures: Type.Optional(commonFields.autoPauseAfterFailures),
+    deliverOn: Type.Optional(StringEnum(DELIVER_ON)),
+    consecutiveFailures: Type.Optional(
+      Type.Integer({
+        description: 'Failed runs in a row (read-only; a completed run or resuming resets it)',
+      }),
+    ),
+    pausedReason: Type.Optional(
+      Type.String({ description: 'Why the task paused itself (read-only; present while it stays paused)' }),
+    ),
+    monthlyCostLimitCents: Type.Optional(Type.Number({ description: 'Absent: no monthly cost limit' })),
+  },
+  { $id: 'Task' },
+);
 export type Task = Static<typeof Task>;
 
 export const TaskIdParams = Type.Object({ taskId: Uuid }, { additionalProperties: false });

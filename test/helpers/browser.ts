@@ -5,7 +5,8 @@ import { type Browser, chromium } from 'playwright-core';
 
 export const CHROMIUM = '/usr/bin/chromium';
 
-export async function launchBrowser(): Promise<Browser> {
+/** `extraArgs`: more Chromium flags, e.g. `--host-resolver-rules` to reach the service by another name. */
+export async function launchBrowser(extraArgs: string[] = []): Promise<Browser> {
   if (!existsSync(CHROMIUM)) {
     throw new Error(
       `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium), as .ci/run does`,
@@ -22,6 +23,7 @@ export async function launchBrowser(): Promise<Browser> {
       '--disable-quic',
       '--no-first-run',
       '--disable-sync',
+      ...extraArgs,
     ],
   });
 }

@@ -6,6 +6,7 @@ import { rateLimitHeaders } from '../../domain/rate-limit.ts';
 import { errors } from '../../lib/errors.ts';
 import { ErrorEnvelope, errorResponses } from '../../schemas/common.ts';
 import type { App } from '../types.ts';
+import { completeDocument, type NamedResponses, TAGS } from './openapi-document.ts';
 
 /** Methods whose requests Fastify parses a body for, whether or not the route takes one. */
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -22,9 +23,20 @@ export async function installOpenApi(app: App, publicUrl: string): Promise<void>
   // Body parsing runs before any handler on every route of these methods, so a route without a
   // body (POST .../run, DELETE ...) still answers 400, 413 or 415 when a client sends one: the
   // document says so for every such route.
+  const named: NamedResponses = new Map();
   app.addHook('onRoute', (route) => {
     const response = route.schema?.response as Record<string, unknown> | undefined;
-    if (!response || ![route.method].flat().some((m) => BODY_METHODS.has(m))) return;
+    if (!response) return;
+    // A response schema that is a named resource (a `$id`) is its component in the document
+    // (@fastify/swagger inlines a route's top-level schemas), so generators name its type.
+    const operationId = (route.schema as { operationId?: string }).operationId;
+    for (const [status, schema] of Object.entries(response)) {
+      const id = (schema as { $id?: unknown } | undefined)?.$id;
+      if (operationId && typeof id === 'string') {
+        named.set(operationId, { ...named.get(operationId), [status]: id });
+      }
+    }
+    if (![route.method].flat().some((m) => BODY_METHODS.has(m))) return;
     for (const status of BODY_PARSING_STATUSES) response[status] ??= Type.Ref('ErrorEnvelope');
   });
   await app.register(swagger, {
@@ -36,8 +48,11 @@ export async function installOpenApi(app: App, publicUrl: string): Promise<void>
         description:
           'Runs scheduled AI tasks for organizations. Authenticate with `Authorization: Bearer <API key>`. ' +
           'Errors share one envelope: `{ "error": { "code", "message", "details"? } }`.',
+        contact: { name: 'The operator of this service', url: publicUrl },
+        // package.json's UNLICENSED: the service is proprietary; SPDX names such a licence LicenseRef-*.
+        license: { name: 'Proprietary (UNLICENSED)', identifier: 'LicenseRef-Proprietary' },
       },
-      servers: [{ url: publicUrl }],
+      servers: [{ url: publicUrl, description: 'This service (SVC_PUBLIC_URL)' }],
       components: {
         securitySchemes: {
           apiKey: { type: 'http', scheme: 'bearer', description: 'An organization API key (sats_...)' },
@@ -45,12 +60,10 @@ export async function installOpenApi(app: App, publicUrl: string): Promise<void>
         },
       },
       security: [{ apiKey: [] }],
-      tags: [
-        { name: 'billing', description: 'Plan, limits and usage' },
-        { name: 'admin', description: 'Operator API (SVC_ADMIN_TOKEN)' },
-        { name: 'operations', description: 'Health, readiness, metrics and this document' },
-      ],
+      tags: TAGS,
     },
+    transformObject: (document) =>
+      'openapiObject' in document ? completeDocument(document.openapiObject, named) : document.swaggerObject,
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });
 }
@@ -76,6 +89,9 @@ async function describeRoutes(scope: App, app: App): Promise<void> {
     '/api/svc/openapi.json',
     {
       schema: {
+        operationId: 'getOpenApiDocument',
+        description:
+          'The OpenAPI 3.1 description of every API operation, generated from the schemas that validate requests and responses. Public, like the reference page at /api/svc/docs.',
         tags: ['operations'],
         summary: 'This OpenAPI 3.1 document',
         security: [],
@@ -89,13 +105,37 @@ async function describeRoutes(scope: App, app: App): Promise<void> {
     await ui.register(swaggerUi, {
       routePrefix: '/api/svc/docs',
       uiConfig: { docExpansion: 'list', deepLinking: true },
-      staticCSP: true,
-      // The page's own policy, tightened: the validator badge is off (validatorUrl is null), so
-      // its remote host is not needed, and the page is never framed.
-      transformStaticCSP: (header: string) =>
-        header
-          .replace(' validator.swagger.io', '')
-          .replace("frame-ancestors 'self'", "frame-ancestors 'none'"),
+      // The policy is set below, per request, rather than by the plugin's fixed one.
+      staticCSP: false,
+    });
+    scope.addHook('onSend', async (request, reply) => {
+      reply.header('content-security-policy', referencePagePolicy(request.protocol === 'https'));
     });
   });
+}
+
+/**
+ * The reference page's Content-Security-Policy: the plugin's own, tightened (the validator badge
+ * is off, so its remote host is not needed, and the page is never framed). It asks the browser to
+ * upgrade the page's requests to https only when the request came over https, on the socket or
+ * per the X-Forwarded-Proto of a trusted proxy (SVC_TRUST_PROXY_HOPS): served over plain http
+ * under any host name but localhost, an upgrade would fetch the page's scripts from an https
+ * origin that does not exist, and the page would stay blank.
+ */
+export function referencePagePolicy(https: boolean): string {
+  const policy = [
+    "default-src 'self'",
+    "base-uri 'self'",
+    "font-src 'self' https: data:",
+    "frame-ancestors 'none'",
+    "img-src 'self' data:",
+    "object-src 'none'",
+    "script-src 'self'",
+    "script-src-attr 'none'",
+    // The one <style> element Swagger UI's bundle writes as it renders (Chromium names its hash;
+    // test/openapi-docs-page.test.ts fails on any refusal, so an upgrade that changes it shows).
+    "style-src 'self' https: 'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w='",
+  ];
+  if (https) policy.push('upgrade-insecure-requests');
+  return policy.join('; ');
 }

@@ -16,6 +16,9 @@ export function adminKeyRoutes(app: App, deps: Deps): void {
     '/organizations/:id/keys',
     {
       schema: {
+        operationId: 'createApiKey',
+        description:
+          "Creates an API key for the organization; the key's value is in this response only and is stored as a hash.",
         ...adminSchema,
         summary: 'Create an API key; its value is in this response only',
         params: IdParams,
@@ -51,6 +54,9 @@ export function adminKeyRoutes(app: App, deps: Deps): void {
     '/organizations/:id/keys',
     {
       schema: {
+        operationId: 'listApiKeys',
+        description:
+          "The organization's keys with their names, prefixes, expiry, revocation and last use; never their values.",
         ...adminSchema,
         summary: "List an organization's keys (never their values)",
         params: IdParams,
@@ -67,6 +73,9 @@ export function adminKeyRoutes(app: App, deps: Deps): void {
     '/keys/:keyId',
     {
       schema: {
+        operationId: 'revokeApiKey',
+        description:
+          'Revokes an API key: every process refuses it from the next request on. Idempotent: revoking again answers 204 and keeps the first revocation time.',
         ...adminSchema,
         summary: 'Revoke an API key (every process refuses it from the next request on)',
         params: KeyIdParams,

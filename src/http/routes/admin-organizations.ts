@@ -26,6 +26,9 @@ export function adminOrganizationRoutes(app: App, deps: Deps): void {
     '/organizations',
     {
       schema: {
+        operationId: 'createOrganization',
+        description:
+          'Creates an organization on a plan and answers its first API key and its webhook signing secret; both are shown in this response only.',
         ...adminSchema,
         summary: 'Create an organization with its first API key and webhook secret',
         body: CreateOrganizationBody,
@@ -46,6 +49,9 @@ export function adminOrganizationRoutes(app: App, deps: Deps): void {
     '/organizations',
     {
       schema: {
+        operationId: 'listOrganizations',
+        description:
+          'Every organization on this server, with its plan and effective limits. Operator token only.',
         ...adminSchema,
         summary: 'List organizations',
         response: { 200: Type.Array(AdminOrganization), ...errorResponses(401) },
@@ -58,6 +64,8 @@ export function adminOrganizationRoutes(app: App, deps: Deps): void {
     '/organizations/:id',
     {
       schema: {
+        operationId: 'getOrganization',
+        description: 'One organization with its plan, its limit overrides and the limits in effect.',
         ...adminSchema,
         summary: 'Get an organization with its plan and effective limits',
         params: IdParams,
@@ -75,6 +83,9 @@ export function adminOrganizationRoutes(app: App, deps: Deps): void {
     '/organizations/:id',
     {
       schema: {
+        operationId: 'updateOrganization',
+        description:
+          'Changes the plan or overrides single limits (null removes an override and the plan default applies again).',
         ...adminSchema,
         summary: 'Change the plan or override limits (enterprise)',
         params: IdParams,

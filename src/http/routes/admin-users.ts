@@ -16,6 +16,9 @@ export function adminUserRoutes(app: App, deps: Deps): void {
     '/organizations/:id/users',
     {
       schema: {
+        operationId: 'createUser',
+        description:
+          "Creates a dashboard user of the organization with a password. 409 when the email is taken; 403 when the plan's user limit is reached.",
         ...adminSchema,
         summary: 'Create a user of the organization (who can then sign in to the dashboard)',
         params: IdParams,
@@ -34,6 +37,8 @@ export function adminUserRoutes(app: App, deps: Deps): void {
     '/organizations/:id/users',
     {
       schema: {
+        operationId: 'listUsers',
+        description: "The organization's users; never their password hashes.",
         ...adminSchema,
         summary: "List an organization's users (never their password hashes)",
         params: IdParams,

@@ -10,6 +10,9 @@ export function billingStatusRoutes(app: App, deps: Deps): void {
     '/billing/status',
     {
       schema: {
+        operationId: 'getBillingStatus',
+        description:
+          "The organization's plan, subscription state, effective limits and usage in the current billing period.",
         tags: ['billing'],
         summary: 'Subscription, limits and usage of the organization',
         querystring: OrganizationQuery,

@@ -16,6 +16,9 @@ export function billingRoutes(app: App, deps: Deps): void {
     '/billing/checkout',
     {
       schema: {
+        operationId: 'createCheckoutSession',
+        description:
+          'Answers the URL of a Stripe Checkout session that upgrades the organization to the paid plan. 503 when billing is not configured on this server; 409 when the organization already subscribes.',
         tags,
         summary: 'A Stripe Checkout session to upgrade the organization to the paid plan',
         body: BillingSessionBody,
@@ -29,6 +32,9 @@ export function billingRoutes(app: App, deps: Deps): void {
     '/billing/portal',
     {
       schema: {
+        operationId: 'createPortalSession',
+        description:
+          "Answers the URL of a Stripe billing portal session where the organization's subscription is managed. 503 when billing is not configured; 409 when the organization has no Stripe customer yet.",
         tags,
         summary: "A Stripe billing portal session to manage the organization's subscription",
         body: BillingSessionBody,
@@ -55,6 +61,9 @@ export function stripeWebhookRoutes(app: App, deps: Deps): void {
       '/api/svc/billing/webhook',
       {
         schema: {
+          operationId: 'receiveStripeWebhook',
+          description:
+            'Stripe calls this with subscription events, signed with STRIPE_WEBHOOK_SECRET; a request whose signature does not verify is a 400. Not for API clients.',
           tags,
           summary: 'Stripe webhook events (signed with STRIPE_WEBHOOK_SECRET; no API key)',
           security: [],

@@ -25,6 +25,9 @@ export function destinationRoutes(app: App, deps: Deps): void {
     '/tasks/:taskId/destinations',
     {
       schema: {
+        operationId: 'listDestinations',
+        description:
+          'Where the results of the task are delivered: email addresses, phone numbers and webhook URLs, each with when it is delivered to.',
         tags,
         summary: "List a task's destinations",
         params: TaskIdParams,
@@ -38,6 +41,9 @@ export function destinationRoutes(app: App, deps: Deps): void {
     '/tasks/:taskId/destinations',
     {
       schema: {
+        operationId: 'createDestination',
+        description:
+          'Adds one destination to the task. 409 when the task already has the most destinations it may have.',
         tags,
         summary: 'Add a destination to a task',
         params: TaskIdParams,
@@ -60,6 +66,8 @@ export function destinationRoutes(app: App, deps: Deps): void {
     '/tasks/:taskId/destinations/:destinationId',
     {
       schema: {
+        operationId: 'updateDestination',
+        description: 'Changes the fields sent of one destination of the task.',
         tags,
         summary: 'Change a destination',
         params: DestinationIdParams,
@@ -81,6 +89,8 @@ export function destinationRoutes(app: App, deps: Deps): void {
     '/tasks/:taskId/destinations/:destinationId',
     {
       schema: {
+        operationId: 'deleteDestination',
+        description: 'Removes one destination from the task; later runs are no longer delivered to it.',
         tags,
         summary: 'Remove a destination',
         params: DestinationIdParams,

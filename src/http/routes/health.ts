@@ -11,6 +11,9 @@ export function healthRoutes(app: App, deps: Deps): void {
     '/healthz',
     {
       schema: {
+        operationId: 'checkHealth',
+        description:
+          'Answers 200 while the process runs; it does not touch the database. For liveness probes.',
         tags: ['operations'],
         summary: 'The process is up',
         security: [],
@@ -24,6 +27,9 @@ export function healthRoutes(app: App, deps: Deps): void {
     '/readyz',
     {
       schema: {
+        operationId: 'checkReadiness',
+        description:
+          'Answers 200 when the database answers a query within 2 seconds, else 503. For readiness probes and load balancers.',
         tags: ['operations'],
         summary: 'The database answers',
         security: [],
@@ -50,6 +56,9 @@ export function healthRoutes(app: App, deps: Deps): void {
     '/metrics',
     {
       schema: {
+        operationId: 'getMetrics',
+        description:
+          'Request counts and durations, run and delivery counters and queue gauges in the Prometheus text exposition format. No API key: keep it off the public network.',
         tags: ['operations'],
         summary: 'Prometheus metrics (text exposition format)',
         security: [],

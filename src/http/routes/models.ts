@@ -12,6 +12,9 @@ export function modelRoutes(app: App, deps: Deps): void {
     '/models',
     {
       schema: {
+        operationId: 'listModels',
+        description:
+          'The catalog of models tasks can name in `model`: provider, context length, speed, benchmark scores and capabilities.',
         tags: ['models'],
         summary: 'The AI models tasks can use',
         response: { 200: Type.Array(Model), ...errorResponses(401, 429) },
@@ -24,6 +27,8 @@ export function modelRoutes(app: App, deps: Deps): void {
     '/models/:modelId',
     {
       schema: {
+        operationId: 'getModel',
+        description: 'One model of the catalog.',
         tags: ['models'],
         summary: 'One model of the catalog',
         params: ModelIdParams,

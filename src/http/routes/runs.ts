@@ -21,6 +21,8 @@ export function runRoutes(app: App, deps: Deps): void {
     '/runs',
     {
       schema: {
+        operationId: 'listRuns',
+        description: 'Runs of every task of the organization, newest first, at most `limit` of them.',
         tags: ['runs'],
         summary: "The organization's runs across all tasks, newest first",
         querystring: OrganizationListQuery,
@@ -41,6 +43,8 @@ export function runRoutes(app: App, deps: Deps): void {
     '/runs/:runId',
     {
       schema: {
+        operationId: 'getRun',
+        description: 'One run with its output, cost and error, and each delivery with its attempts.',
         tags: ['runs'],
         summary: 'One run, with its deliveries and their attempts',
         params: RunIdParams,
@@ -54,6 +58,9 @@ export function runRoutes(app: App, deps: Deps): void {
     '/runs/:runId/redeliver',
     {
       schema: {
+        operationId: 'redeliverRun',
+        description:
+          "Starts a new round of the retry schedule for the run's failed deliveries. 409 when the run has none.",
         tags: ['runs'],
         summary: "Retry the run's failed deliveries (a new round of the retry schedule)",
         params: RunIdParams,
@@ -71,6 +78,9 @@ export function runRoutes(app: App, deps: Deps): void {
     '/runs/:runId/cancel',
     {
       schema: {
+        operationId: 'cancelRun',
+        description:
+          'Cancels a pending or running run: it ends failed with the error "Canceled by request". 409 when the run has already ended.',
         tags: ['runs'],
         summary: 'Cancel a pending or running run: it ends failed, its error "Canceled by request"',
         params: RunIdParams,
@@ -88,6 +98,9 @@ export function runRoutes(app: App, deps: Deps): void {
     '/runs/:runId/replay',
     {
       schema: {
+        operationId: 'replayRun',
+        description:
+          "Queues a new run of the run's task with the time context of the original run, optionally with another model, and answers it (202).",
         tags: ['runs'],
         summary: "Run the task again with the run's time context (optionally another model)",
         params: RunIdParams,
@@ -115,6 +128,8 @@ export function runRoutes(app: App, deps: Deps): void {
     '/tasks/:taskId/runs',
     {
       schema: {
+        operationId: 'listTaskRuns',
+        description: "The task's runs, newest first, at most `limit` of them.",
         tags: ['runs'],
         summary: "A task's runs, newest first",
         params: TaskRunsParams,

@@ -22,6 +22,9 @@ export function scheduleRoutes(app: App, deps: Deps): void {
     '/tasks/:taskId/slots',
     {
       schema: {
+        operationId: 'listTaskSlots',
+        description:
+          'Each schedule slot the scheduler passed for the task and what became of it (a run, or why it was skipped), newest first.',
         tags,
         summary: 'What became of each schedule slot the scheduler passed, newest first',
         params: TaskIdParams,
@@ -40,6 +43,9 @@ export function scheduleRoutes(app: App, deps: Deps): void {
     '/tasks/:taskId/upcoming',
     {
       schema: {
+        operationId: 'listUpcomingSlots',
+        description:
+          "The task's next `count` slots in UTC and in the task's timezone, with notes where a daylight saving change moves or skips one.",
         tags,
         summary: "The task's next slots, in UTC and in its timezone, with DST notes",
         params: TaskIdParams,
@@ -60,6 +66,9 @@ export function scheduleRoutes(app: App, deps: Deps): void {
     '/schedules/preview',
     {
       schema: {
+        operationId: 'previewSchedule',
+        description:
+          'The first slots a task with these schedule fields would get, computed without creating anything.',
         tags,
         summary: 'The first slots a task with these schedule fields would get, without creating one',
         body: SchedulePreviewBody,

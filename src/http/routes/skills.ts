@@ -16,6 +16,8 @@ export function skillRoutes(app: App, deps: Deps): void {
     '/skills',
     {
       schema: {
+        operationId: 'listSkills',
+        description: "The organization's skills, newest first.",
         tags,
         summary: "List the organization's skills, newest first",
         querystring: OrganizationPageQuery,
@@ -36,6 +38,9 @@ export function skillRoutes(app: App, deps: Deps): void {
     '/skills',
     {
       schema: {
+        operationId: 'createSkill',
+        description:
+          'Creates a skill: Markdown instructions that tasks attach to their prompt. The slug is made from the name when not given; 409 when it is taken.',
         tags,
         summary: 'Create a skill (its slug is generated from the name when not given)',
         body: SkillCreateBody,
@@ -52,6 +57,8 @@ export function skillRoutes(app: App, deps: Deps): void {
     '/skills/:skillId',
     {
       schema: {
+        operationId: 'getSkill',
+        description: 'One skill with its content and version.',
         tags,
         summary: 'Get a skill',
         params: SkillIdParams,
@@ -65,6 +72,8 @@ export function skillRoutes(app: App, deps: Deps): void {
     '/skills/:skillId',
     {
       schema: {
+        operationId: 'updateSkill',
+        description: 'Changes the fields sent; a change of content raises the version by one.',
         tags,
         summary: 'Update a skill; a change of content raises its version by one',
         params: SkillIdParams,
@@ -86,6 +95,8 @@ export function skillRoutes(app: App, deps: Deps): void {
     '/skills/:skillId',
     {
       schema: {
+        operationId: 'deleteSkill',
+        description: 'Deletes the skill; the tasks it was attached to run without it.',
         tags,
         summary: 'Delete a skill (tasks it was attached to lose it)',
         params: SkillIdParams,

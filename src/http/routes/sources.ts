@@ -23,6 +23,8 @@ export function sourceRoutes(app: App, deps: Deps): void {
     '/sources',
     {
       schema: {
+        operationId: 'listSources',
+        description: "The organization's sources, newest first, their secrets masked.",
         tags,
         summary: "List the organization's sources, newest first (secrets masked)",
         querystring: OrganizationPageQuery,
@@ -43,6 +45,9 @@ export function sourceRoutes(app: App, deps: Deps): void {
     '/sources',
     {
       schema: {
+        operationId: 'createSource',
+        description:
+          'Creates a source of tools for tasks (an MCP server, an HTTP API or a local tool). config.env values and credentials are sealed at rest and never returned.',
         tags,
         summary: 'Create a source; config.env values and credentials are sealed at rest and never returned',
         body: SourceCreateBody,
@@ -59,6 +64,8 @@ export function sourceRoutes(app: App, deps: Deps): void {
     '/sources/:sourceId',
     {
       schema: {
+        operationId: 'getSource',
+        description: 'One source, its secrets masked.',
         tags,
         summary: 'Get a source (secrets masked)',
         params: SourceIdParams,
@@ -72,6 +79,8 @@ export function sourceRoutes(app: App, deps: Deps): void {
     '/sources/:sourceId',
     {
       schema: {
+        operationId: 'updateSource',
+        description: 'Changes the fields sent; a secret sent back as its mask keeps its stored value.',
         tags,
         summary: 'Update a source; a secret sent back as its mask keeps its stored value',
         params: SourceIdParams,
@@ -93,6 +102,8 @@ export function sourceRoutes(app: App, deps: Deps): void {
     '/sources/:sourceId',
     {
       schema: {
+        operationId: 'deleteSource',
+        description: 'Deletes the source; the tasks it was attached to run without it.',
         tags,
         summary: 'Delete a source (tasks it was attached to lose it)',
         params: SourceIdParams,
@@ -110,6 +121,9 @@ export function sourceRoutes(app: App, deps: Deps): void {
     '/sources/:sourceId/test',
     {
       schema: {
+        operationId: 'testSource',
+        description:
+          'Connects to the source and lists its tools. A failed connection is a 200 with success false and a message, not an error.',
         tags,
         summary:
           'Connect to the source for real and list its tools; a failed connection is success false with a message',

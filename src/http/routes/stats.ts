@@ -10,6 +10,9 @@ export function statsRoutes(app: App, deps: Deps): void {
     '/stats',
     {
       schema: {
+        operationId: 'getStats',
+        description:
+          "The organization's tasks (active and total), runs (total, completed, failed), tokens and cost.",
         tags: ['stats'],
         summary: 'Usage statistics of the organization',
         querystring: OrganizationQuery,

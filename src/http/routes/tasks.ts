@@ -30,6 +30,9 @@ export function taskRoutes(app: App, deps: Deps): void {
     '/tasks',
     {
       schema: {
+        operationId: 'listTasks',
+        description:
+          "Every task of the key's organization, newest first. `expand` inlines the attached skills and sources.",
         tags,
         summary: 'List the organization\'s tasks, newest first, a page at a time (Link rel="next")',
         querystring: TaskListQuery,
@@ -48,6 +51,9 @@ export function taskRoutes(app: App, deps: Deps): void {
     '/tasks',
     {
       schema: {
+        operationId: 'createTask',
+        description:
+          "Creates a task with its schedule, prompt, model, skills, sources and destinations. A task counts against the plan's task limit (403 when it is reached).",
         tags,
         summary: 'Create a task',
         body: TaskCreateBody,
@@ -64,6 +70,8 @@ export function taskRoutes(app: App, deps: Deps): void {
     '/tasks/:taskId',
     {
       schema: {
+        operationId: 'getTask',
+        description: 'One task of the organization; `expand` inlines its skills and sources.',
         tags,
         summary: 'Get a task',
         params: TaskIdParams,
@@ -87,6 +95,9 @@ export function taskRoutes(app: App, deps: Deps): void {
     '/tasks/:taskId',
     {
       schema: {
+        operationId: 'updateTask',
+        description:
+          'Changes the fields sent and keeps the others. skillIds, sourceIds and destinations, when sent, replace the whole set; a schedule change recomputes the next run.',
         tags,
         summary: 'Update a task; skillIds, sourceIds and destinations replace the whole set',
         params: TaskIdParams,
@@ -108,6 +119,9 @@ export function taskRoutes(app: App, deps: Deps): void {
     '/tasks/:taskId',
     {
       schema: {
+        operationId: 'deleteTask',
+        description:
+          'Deletes the task with its runs and deliveries. Usage already counted for the billing period stays counted.',
         tags,
         summary: 'Delete a task with its runs (usage already counted stays counted)',
         params: TaskIdParams,
@@ -125,10 +139,13 @@ export function taskRoutes(app: App, deps: Deps): void {
     '/tasks/:taskId/run',
     {
       schema: {
+        operationId: 'runTask',
+        description:
+          "Queues a run of the task now, outside its schedule, and answers the pending run (202). 409 while a run of the task is pending or running, or when its monthly cost limit is reached; 403 when the plan's run limit is.",
         tags,
         summary: 'Run the task now; answers with the pending run',
         params: TaskIdParams,
-        response: { 202: Run, ...errorResponses(400, 401, 404, 409, 429) },
+        response: { 202: Run, ...errorResponses(400, 401, 403, 404, 409, 429) },
       },
     },
     async (request, reply) => {

@@ -1,0 +1,1 @@
+export { astToString, default as openapiTS } from 'openapi-typescript';
