@@ -83,8 +83,11 @@ export function mcpRoutes(app: App, deps: Deps): void {
     '/mcp',
     {
       schema: {
+        operationId: 'callMcp',
         tags: ['mcp'],
         summary: 'The MCP server (Streamable HTTP, stateless, JSON answers) for AI agents; see docs/mcp.md',
+        description:
+          'One JSON-RPC message of the Model Context Protocol per request (initialize, tools/list, tools/call, notifications), authenticated with the API key and acting for its organization; answers are JSON, never a stream. The tools and their arguments are listed by tools/list and in docs/mcp.md.',
         body: McpMessage,
         response: {
           200: Type.Object({}, { additionalProperties: true, description: 'The JSON-RPC answer' }),
@@ -121,21 +124,6 @@ export function mcpRoutes(app: App, deps: Deps): void {
     },
   );
 
-  // No server-sent stream and no session to end: the methods are refused as MCP says.
-  for (const method of ['GET', 'DELETE'] as const) {
-    app.route({
-      method,
-      url: '/mcp',
-      schema: {
-        tags: ['mcp'],
-        summary: 'Not offered (stateless server, no stream): 405',
-        response: errorResponses(401, 405, 429),
-      },
-      handler: async () => {
-        throw new AppError('method_not_allowed', 'The MCP endpoint takes POST only (stateless, no stream)', {
-          headers: { allow: 'POST' },
-        });
-      },
-    });
-  }
+  // No server-sent stream and no session to end: GET and DELETE are refused as MCP asks of a
+  // stateless server, by the API's 405 for a known path (with Allow: POST), not by routes.
 }

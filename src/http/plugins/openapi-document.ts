@@ -17,6 +17,7 @@ export const TAGS = [
   { name: 'stats', description: 'Usage statistics of the organization' },
   { name: 'billing', description: 'Plan, limits and usage; Stripe checkout and portal' },
   { name: 'admin', description: 'Operator API (SVC_ADMIN_TOKEN): organizations, API keys, users' },
+  { name: 'mcp', description: 'The service as an MCP server for AI agents (docs/mcp.md)' },
   { name: 'operations', description: 'Health, readiness, metrics and this document' },
 ];
 
@@ -43,12 +44,145 @@ const INTEGER = { type: 'integer', minimum: 0 };
  * from each response.
  */
 // biome-ignore format: one header a line
+/** The POST operations of the API-key area, which take an Idempotency-Key (docs/api.md, Idempotency). */
+const IDEMPOTENT_POSTS = [
+  'createTask',
+  'runTask',
+  'createDestination',
+  'redeliverRun',
+  'cancelRun',
+  'replayRun',
+  'previewSchedule',
+  'createSkill',
+  'createSource',
+  'testSource',
+  'createCheckoutSession',
+  'createPortalSession',
+  'callMcp',
+];
+
 export const RESPONSE_HEADERS: readonly ResponseHeader[] = [
-  { name: 'X-Request-Id', description: "The request's id, as in the logs (the caller's own X-Request-Id when it is a plain token of up to 128 characters)", schema: { type: 'string', maxLength: 128 }, required: true, operations: 'all', statuses: 'all' },
-  { name: 'X-RateLimit-Limit', description: "Requests the organization may make per one-minute window (per client address without a valid key)", schema: INTEGER, required: true, operations: 'api-key', statuses: 'all' },
-  { name: 'X-RateLimit-Remaining', description: 'Requests left in the current window', schema: INTEGER, required: true, operations: 'api-key', statuses: 'all' },
-  { name: 'X-RateLimit-Reset', description: 'When the current window ends, in Unix epoch seconds', schema: INTEGER, required: true, operations: 'api-key', statuses: 'all' },
-  { name: 'Retry-After', description: 'Seconds to wait before retrying: always on 429, on 503 when the wait is known', schema: { type: 'integer', minimum: 1 }, required: false, operations: 'all', statuses: [429, 503] },
+  {
+    name: 'X-Request-Id',
+    description:
+      "The request's id, as in the logs (the caller's own X-Request-Id when it is a plain token of up to 128 characters)",
+    schema: { type: 'string', maxLength: 128 },
+    required: true,
+    operations: 'all',
+    statuses: 'all',
+  },
+  {
+    name: 'X-RateLimit-Limit',
+    description:
+      'Requests the organization may make per one-minute window (per client address without a valid key)',
+    schema: INTEGER,
+    required: true,
+    operations: 'api-key',
+    statuses: 'all',
+  },
+  {
+    name: 'X-RateLimit-Remaining',
+    description: 'Requests left in the current window',
+    schema: INTEGER,
+    required: true,
+    operations: 'api-key',
+    statuses: 'all',
+  },
+  {
+    name: 'X-RateLimit-Reset',
+    description: 'When the current window ends, in Unix epoch seconds',
+    schema: INTEGER,
+    required: true,
+    operations: 'api-key',
+    statuses: 'all',
+  },
+  {
+    name: 'Retry-After',
+    description: 'Seconds to wait before retrying: always on 429, on 503 when the wait is known',
+    schema: { type: 'integer', minimum: 1 },
+    required: false,
+    operations: 'all',
+    statuses: [429, 503],
+  },
+  {
+    name: 'ETag',
+    description:
+      "The resource's version (strong): send it back in If-Match to change or delete only that version, or in If-None-Match to get a 304 while it is unchanged",
+    schema: { type: 'string' },
+    required: true,
+    operations: [
+      'getTask',
+      'updateTask',
+      'getSkill',
+      'updateSkill',
+      'getSource',
+      'updateSource',
+      'getRun',
+      'getModel',
+    ],
+    statuses: [200],
+  },
+  {
+    name: 'Link',
+    description: 'The next page of the list (RFC 8288, rel="next"); absent on the last page',
+    schema: { type: 'string' },
+    required: false,
+    operations: ['listTasks', 'listSkills', 'listSources', 'listRuns', 'listTaskRuns', 'listTaskSlots'],
+    statuses: [200],
+  },
+  {
+    name: 'Location',
+    description: 'The URL of the resource created',
+    schema: { type: 'string', format: 'uri' },
+    required: true,
+    operations: [
+      'createTask',
+      'createSkill',
+      'createSource',
+      'createDestination',
+      'createOrganization',
+      'createApiKey',
+      'createUser',
+    ],
+    statuses: [201],
+  },
+  {
+    name: 'Idempotent-Replayed',
+    description: 'true when the answer is the replay of an earlier request with the same Idempotency-Key',
+    schema: { type: 'string', enum: ['true'] },
+    required: false,
+    operations: IDEMPOTENT_POSTS,
+    statuses: 'all',
+  },
+];
+
+/** The request headers the document declares, and the operations that take each (docs/api.md). */
+const REQUEST_HEADERS: readonly {
+  name: string;
+  description: string;
+  schema: Record<string, unknown>;
+  operations: readonly string[];
+}[] = [
+  {
+    name: 'Idempotency-Key',
+    description:
+      'Makes the POST safe to retry: the same key and request within 24 hours replay the first answer (with Idempotent-Replayed: true); the same key with another request is a 422, and one while the first is still in flight a 409',
+    schema: { type: 'string', minLength: 1, maxLength: 255 },
+    operations: IDEMPOTENT_POSTS,
+  },
+  {
+    name: 'If-Match',
+    description:
+      'Changes or deletes the resource only if its ETag is still this one (or any, with *); otherwise 412 and nothing changes',
+    schema: { type: 'string' },
+    operations: ['updateTask', 'deleteTask', 'updateSkill', 'deleteSkill', 'updateSource', 'deleteSource'],
+  },
+  {
+    name: 'If-None-Match',
+    description: 'Answers 304 with no body while the resource still has this ETag',
+    schema: { type: 'string' },
+    operations: ['getTask', 'getSkill', 'getSource', 'getRun', 'getModel'],
+  },
 ];
 
 /**
@@ -78,6 +212,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
 
 interface Operation {
   operationId?: string;
+  parameters?: unknown[];
   security?: unknown[];
   responses?: Record<string, { description?: string; headers?: Record<string, unknown>; content?: unknown }>;
 }
@@ -114,6 +249,23 @@ export function completeDocument(doc: Doc, named: NamedResponses = new Map()): D
       if (!HTTP_METHODS.has(method)) continue;
       op.responses ??= {};
       const responses = op.responses;
+      for (const h of REQUEST_HEADERS) {
+        if (!op.operationId || !h.operations.includes(op.operationId)) continue;
+        op.parameters ??= [];
+        op.parameters.push({
+          in: 'header',
+          name: h.name,
+          required: false,
+          description: h.description,
+          schema: h.schema,
+        });
+        if (h.name === 'If-None-Match') {
+          responses[304] ??= {
+            description: 'Not modified: the resource still has the If-None-Match tag',
+            headers: { ETag: { $ref: '#/components/headers/ETag' } },
+          };
+        }
+      }
       for (const { status, operations } of COMMON_ERRORS) {
         if (applies(operations, path, op)) {
           responses[status] ??= {
