@@ -1,3 +1,4 @@
+import type { Db, Queryable } from '../db/db.ts';
 import { canonicalJson, sha256Hex } from '../lib/canonical-json.ts';
 import { AppError } from '../lib/errors.ts';
 
@@ -35,4 +36,28 @@ export function assertIfMatch(ifMatch: string | undefined, current: unknown): vo
 /** If-None-Match of a GET: whether the client's copy is current (weak comparison, `*` too). */
 export function noneMatchHits(ifNoneMatch: string, tag: string): boolean {
   return listedTags(ifNoneMatch).some((t) => t === '*' || t.replace(/^W\//, '') === tag);
+}
+
+/**
+ * Deletes a resource in one transaction: with If-Match, only if the resource read under its row
+ * lock (`locked`, undefined when it is gone) still has that tag (412 otherwise). Returns what
+ * `remove` returns, or undefined when there was nothing to delete.
+ */
+export async function deleteIfMatch<Row, Removed>(
+  db: Db,
+  ifMatch: string | undefined,
+  o: {
+    locked: (tx: Queryable) => Promise<Row | undefined>;
+    view: (row: Row) => unknown;
+    remove: (tx: Queryable) => Promise<Removed>;
+  },
+): Promise<Removed | undefined> {
+  return db.transaction(async (tx) => {
+    if (ifMatch !== undefined) {
+      const current = await o.locked(tx);
+      if (current === undefined) return undefined;
+      assertIfMatch(ifMatch, o.view(current));
+    }
+    return o.remove(tx);
+  });
 }

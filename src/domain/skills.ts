@@ -13,7 +13,7 @@ import { insertWithUniqueSlug, slugify } from '../lib/slug.ts';
 import type { Skill, SkillCreateBody, SkillUpdateBody } from '../schemas/skill.ts';
 import type { Deps } from './deps.ts';
 import { assertSkillCaps, lockSkillTotals, utf8Bytes } from './org-caps.ts';
-import { assertIfMatch } from './preconditions.ts';
+import { assertIfMatch, deleteIfMatch } from './preconditions.ts';
 
 /** The API view of a stored skill: optional fields without a value are left out. */
 export function skillView(row: SkillRow): Skill {
@@ -117,13 +117,10 @@ export async function deleteSkill(
   id: string,
   ifMatch?: string,
 ): Promise<void> {
-  const deleted = await deps.db.transaction(async (tx) => {
-    if (ifMatch !== undefined) {
-      const current = await findSkill(tx, organizationId, id, { forUpdate: true });
-      if (!current) return false;
-      assertIfMatch(ifMatch, skillView(current));
-    }
-    return deleteSkillRow(tx, organizationId, id);
+  const deleted = await deleteIfMatch(deps.db, ifMatch, {
+    locked: async (tx) => (await findSkill(tx, organizationId, id, { forUpdate: true })) ?? undefined,
+    view: skillView,
+    remove: (tx) => deleteSkillRow(tx, organizationId, id),
   });
   if (!deleted) throw errors.notFound('Skill');
 }

@@ -27,7 +27,7 @@ import {
 } from '../schemas/source.ts';
 import type { Deps } from './deps.ts';
 import { checkSourceTotals } from './org-caps.ts';
-import { assertIfMatch } from './preconditions.ts';
+import { assertIfMatch, deleteIfMatch } from './preconditions.ts';
 
 /** The secret values of a source, in clear; only the run engine asks for them. */
 export interface SourceSecrets {
@@ -419,13 +419,10 @@ export async function deleteSource(
   id: string,
   ifMatch?: string,
 ): Promise<void> {
-  const deleted = await deps.db.transaction(async (tx) => {
-    if (ifMatch !== undefined) {
-      const current = await findSource(tx, organizationId, id, { forUpdate: true });
-      if (!current) return false;
-      assertIfMatch(ifMatch, sourceView(current));
-    }
-    return deleteSourceRow(tx, organizationId, id);
+  const deleted = await deleteIfMatch(deps.db, ifMatch, {
+    locked: async (tx) => (await findSource(tx, organizationId, id, { forUpdate: true })) ?? undefined,
+    view: sourceView,
+    remove: (tx) => deleteSourceRow(tx, organizationId, id),
   });
   if (!deleted) throw errors.notFound('Source');
 }

@@ -36,7 +36,7 @@ import type { Deps } from './deps.ts';
 import { checkDestination } from './destinations.ts';
 import { checkTaskTotals, orgCapReached, utf8Bytes } from './org-caps.ts';
 import { PLAN_TASKS_LIMITS, type Plan } from './plans.ts';
-import { assertIfMatch } from './preconditions.ts';
+import { assertIfMatch, deleteIfMatch } from './preconditions.ts';
 import { patchedRunCheckColumns, runCheckColumnsOf, runCheckProblems, runCheckView } from './run-checks.ts';
 import { lockRunAllowances, type RunAllowance, recordRunLimitReached, runLimitMessage } from './run-limit.ts';
 import { runView } from './runs.ts';
@@ -359,13 +359,11 @@ export async function deleteOrganizationTask(
   id: string,
   ifMatch?: string,
 ): Promise<void> {
-  const deleted = await deps.db.transaction(async (tx) => {
-    if (ifMatch !== undefined) {
-      const current = (await lockTask(tx, organizationId, id)) && (await findTask(tx, organizationId, id));
-      if (!current) return undefined;
-      assertIfMatch(ifMatch, taskView(current));
-    }
-    return deleteTask(tx, organizationId, id);
+  const deleted = await deleteIfMatch(deps.db, ifMatch, {
+    locked: async (tx) =>
+      ((await lockTask(tx, organizationId, id)) && (await findTask(tx, organizationId, id))) || undefined,
+    view: taskView,
+    remove: (tx) => deleteTask(tx, organizationId, id),
   });
   if (!deleted) throw errors.notFound('Task');
   // A running run deleted with its task frees its organization's place under the concurrency

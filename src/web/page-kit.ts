@@ -6,6 +6,7 @@
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { TSchema } from 'typebox';
+import type { CatalogModel } from '../domain/models.ts';
 import type { Viewer } from '../domain/users.ts';
 import { newAjv } from '../lib/ajv.ts';
 import { AppError, type ErrorDetail } from '../lib/errors.ts';
@@ -253,4 +254,25 @@ ${o.tasks ? html`<td>${task ? html`<a href="/dashboard/tasks/${task.id}">${task.
 <td>${formatCost(r.costCents)}</td><td>${r.deliveryStatus ? badge(r.deliveryStatus) : html`<span class="muted">none</span>`}</td>
 </tr>`;
   })}</tbody></table></div>`;
+}
+
+/**
+ * The catalog's models as options grouped by provider, `selected` marked, each labelled with its
+ * name and what `note` adds (a select of the task form, of a replay).
+ */
+export function catalogModelOptions(
+  models: readonly CatalogModel[],
+  selected: CatalogModel | undefined,
+  note: (m: CatalogModel) => string,
+): Html {
+  const providers = [...new Set(models.map((m) => m.provider))];
+  return html`${providers.map(
+    (p) =>
+      html`<optgroup label="${p}">${models
+        .filter((m) => m.provider === p)
+        .map(
+          (m) =>
+            html`<option value="${m.routerModelId}" ${selected?.id === m.id ? raw('selected') : ''}>${m.name}${note(m)}</option>`,
+        )}</optgroup>`,
+  )}`;
 }

@@ -9,10 +9,11 @@ import { AppError } from '../../lib/errors.ts';
 import { ReplayBody, type Run } from '../../schemas/run.ts';
 import type { Task } from '../../schemas/task.ts';
 import { field, formOf, viewerOf } from '../auth.ts';
-import { type Html, html, raw } from '../html.ts';
+import { type Html, html } from '../html.ts';
 import { badge, csrfField } from '../layout.ts';
 import { renderMarkdown } from '../markdown.ts';
 import {
+  catalogModelOptions,
   type Flash,
   formatCost,
   formatCount,
@@ -27,19 +28,9 @@ const section = '/dashboard/runs';
 
 /** The models a replay may use, grouped by provider, `chosen` (a task's model) selected. */
 function replayModelSelect(deps: Deps, chosen: string): Html {
-  const models = deps.models.list();
   const selected = deps.models.find(chosen) ?? deps.models.defaultModel;
-  const providers = [...new Set(models.map((m) => m.provider))];
   return html`<select id="replay-model" name="model">
-${providers.map(
-  (p) =>
-    html`<optgroup label="${p}">${models
-      .filter((m) => m.provider === p)
-      .map(
-        (m) =>
-          html`<option value="${m.routerModelId}" ${selected.id === m.id ? raw('selected') : ''}>${m.name}${m.id === selected.id ? " (the task's)" : ''}</option>`,
-      )}</optgroup>`,
-)}
+${catalogModelOptions(deps.models.list(), selected, (m) => (m.id === selected.id ? " (the task's)" : ''))}
 </select>`;
 }
 

@@ -23,6 +23,7 @@ import { inlineScript } from '../csp.ts';
 import { type Html, html, raw } from '../html.ts';
 import { badge, csrfField, page } from '../layout.ts';
 import {
+  catalogModelOptions,
   deleteRoutes,
   doneFlash,
   type Flash,
@@ -76,20 +77,10 @@ function timezoneDatalist(): Html {
 }
 
 function modelSelect(deps: Deps, chosen: string, err: AppError | undefined): Html {
-  const models = deps.models.list();
   const selected = deps.models.find(chosen);
-  const providers = [...new Set(models.map((m) => m.provider))];
   return html`<select id="model" name="model" ${invalid(err, 'model')}>
 ${chosen && !selected ? html`<option value="${chosen}" selected>${chosen} (not in the catalog)</option>` : ''}
-${providers.map(
-  (p) =>
-    html`<optgroup label="${p}">${models
-      .filter((m) => m.provider === p)
-      .map(
-        (m) =>
-          html`<option value="${m.routerModelId}" ${selected?.id === m.id ? raw('selected') : ''}>${m.name}${m.default ? ' (default)' : ''}${m.supportsToolCalling ? '' : ' (no tools)'}</option>`,
-      )}</optgroup>`,
-)}
+${catalogModelOptions(deps.models.list(), selected, (m) => `${m.default ? ' (default)' : ''}${m.supportsToolCalling ? '' : ' (no tools)'}`)}
 </select>`;
 }
 
