@@ -102,14 +102,16 @@ async function describeRoutes(scope: App, app: App): Promise<void> {
   );
   // The reference page and its assets are public, like the document they render.
   await scope.register(async (ui) => {
+    // In this scope only (the page and its assets): the document itself keeps the API's
+    // deny-all policy. Added before the plugin, so that its routes inherit the hook.
+    ui.addHook('onSend', async (request, reply) => {
+      reply.header('content-security-policy', referencePagePolicy(request.protocol === 'https'));
+    });
     await ui.register(swaggerUi, {
       routePrefix: '/api/svc/docs',
       uiConfig: { docExpansion: 'list', deepLinking: true },
-      // The policy is set below, per request, rather than by the plugin's fixed one.
+      // The policy is set by the hook above, per request, rather than by the plugin's fixed one.
       staticCSP: false,
-    });
-    scope.addHook('onSend', async (request, reply) => {
-      reply.header('content-security-policy', referencePagePolicy(request.protocol === 'https'));
     });
   });
 }
