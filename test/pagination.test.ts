@@ -83,6 +83,19 @@ describe('cursor pagination of every list', () => {
     return res.body.id as string;
   };
 
+  /** Rows of the two run lists: a run of the case's task, created at `ts`. */
+  const runRows: Omit<ListCase, 'name' | 'url'> = {
+    needsTask: true,
+    add: async (org, scope, ts) => {
+      const id = await addRun(fx.db, org.organizationId, scope);
+      await setCreated('runs')(id, ts);
+      return id;
+    },
+    remove: deleteFrom('runs'),
+    idOf: (r) => r.id,
+    ties: true,
+  };
+
   const cases: ListCase[] = [
     {
       name: 'tasks',
@@ -130,28 +143,12 @@ describe('cursor pagination of every list', () => {
     {
       name: "the organization's runs",
       url: (org) => `/api/svc/runs?organizationId=${org.organizationId}`,
-      needsTask: true,
-      add: async (org, scope, ts) => {
-        const id = await addRun(fx.db, org.organizationId, scope);
-        await setCreated('runs')(id, ts);
-        return id;
-      },
-      remove: deleteFrom('runs'),
-      idOf: (r) => r.id,
-      ties: true,
+      ...runRows,
     },
     {
       name: "a task's runs",
       url: (_org, scope) => `/api/svc/tasks/${scope}/runs`,
-      needsTask: true,
-      add: async (org, scope, ts) => {
-        const id = await addRun(fx.db, org.organizationId, scope);
-        await setCreated('runs')(id, ts);
-        return id;
-      },
-      remove: deleteFrom('runs'),
-      idOf: (r) => r.id,
-      ties: true,
+      ...runRows,
     },
     {
       name: "a task's slot record",

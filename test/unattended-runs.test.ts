@@ -385,12 +385,14 @@ describe('unattended runs', () => {
     );
   });
 
-  test('two runs of a change task ending at once with the same output are delivered once', async () => {
-    const hook = await receiver();
-    const task = await newTask(svc, org, {
-      deliverOn: 'change',
-      destinations: [{ type: 'webhook', value: hook.url }],
-    });
+  /**
+   * Two running runs of the task, ended at the same moment by two transactions at once (as two
+   * workers would, or lease recovery: no lease owner), with the same result.
+   */
+  const endTwoRunsAtOnce = async (
+    taskId: string,
+    result: { status: 'completed' | 'failed'; output: string | null; error: string | null },
+  ) => {
     const db = svc.testDb.db;
     const now = new Date();
     const ids = [randomUUID(), randomUUID()];
@@ -398,33 +400,39 @@ describe('unattended runs', () => {
       await insertRun(db, {
         id,
         organizationId: org.organizationId,
-        taskId: task.id,
+        taskId,
         slotAt: null,
         trigger: 'manual',
         now,
       });
     }
-    // Running, as a worker would hold them (no lease owner: ended as lease recovery ends them).
     await db.query(`UPDATE runs SET status = 'running', started_at = $2 WHERE id = ANY($1::uuid[])`, [
       ids,
       now,
     ]);
-    const ended = await Promise.all(
+    const rows = await Promise.all(
       ids.map((id) =>
-        db.transaction((tx) =>
-          recordRunEndAndQueueDeliveries(tx, id, null, {
-            status: 'completed',
-            output: 'The same answer',
-            error: null,
-            completedAt: now,
-          }),
-        ),
+        db.transaction((tx) => recordRunEndAndQueueDeliveries(tx, id, null, { ...result, completedAt: now })),
       ),
     );
-    assert.deepEqual(ended.map((r) => r?.delivery_status ?? null).sort(), ['pending', null].sort());
-    const jobs = await db.query<{ status: string }>(
+    return { ids, rows };
+  };
+
+  test('two runs of a change task ending at once with the same output are delivered once', async () => {
+    const hook = await receiver();
+    const task = await newTask(svc, org, {
+      deliverOn: 'change',
+      destinations: [{ type: 'webhook', value: hook.url }],
+    });
+    const ended = await endTwoRunsAtOnce(task.id, {
+      status: 'completed',
+      output: 'The same answer',
+      error: null,
+    });
+    assert.deepEqual(ended.rows.map((r) => r?.delivery_status ?? null).sort(), ['pending', null].sort());
+    const jobs = await svc.testDb.db.query<{ status: string }>(
       'SELECT status FROM deliveries WHERE run_id = ANY($1::uuid[]) ORDER BY status',
-      [ids],
+      [ended.ids],
     );
     assert.deepEqual(jobs.map((j) => j.status).sort(), ['pending', 'suppressed'].sort());
   });
@@ -435,35 +443,7 @@ describe('unattended runs', () => {
       autoPauseAfterFailures: 2,
       destinations: [{ type: 'webhook', value: hook.url }],
     });
-    const db = svc.testDb.db;
-    const now = new Date();
-    const ids = [randomUUID(), randomUUID()];
-    for (const id of ids) {
-      await insertRun(db, {
-        id,
-        organizationId: org.organizationId,
-        taskId: task.id,
-        slotAt: null,
-        trigger: 'manual',
-        now,
-      });
-    }
-    await db.query(`UPDATE runs SET status = 'running', started_at = $2 WHERE id = ANY($1::uuid[])`, [
-      ids,
-      now,
-    ]);
-    await Promise.all(
-      ids.map((id) =>
-        db.transaction((tx) =>
-          recordRunEndAndQueueDeliveries(tx, id, null, {
-            status: 'failed',
-            output: null,
-            error: 'boom',
-            completedAt: now,
-          }),
-        ),
-      ),
-    );
+    await endTwoRunsAtOnce(task.id, { status: 'failed', output: null, error: 'boom' });
     const paused = await getTask(task.id);
     assert.equal(paused.status, 'paused');
     assert.equal(paused.consecutiveFailures, 2);
