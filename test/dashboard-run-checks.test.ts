@@ -2,11 +2,9 @@
 // schema typed as JSON and required tools are saved and shown on the task page; text that is
 // not JSON is refused with the form shown again, what was typed kept; emptied fields clear.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import type { Browser, Page } from 'playwright-core';
-import { signUp } from '../src/domain/users.ts';
-import { launchBrowser } from './helpers/browser.ts';
+import type { Browser } from 'playwright-core';
+import { launchBrowser, signedInPage } from './helpers/browser.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
 
 let browser: Browser;
@@ -25,21 +23,12 @@ after(async () => {
 });
 
 /** A page signed in as a new person of a new organization. */
-async function signedInPage(): Promise<Page> {
-  const made = await signUp(svc.service.deps, {
-    email: `checks-${randomUUID()}@example.com`,
-    password: 'correct horse battery',
-    organizationName: 'Checks Inc',
-  });
-  const context = await browser.newContext();
-  await context.addCookies([{ name: 'svc_session', value: made.session.token, url: base }]);
-  return context.newPage();
-}
+const newSignedInPage = () => signedInPage(browser, svc, base, 'Checks Inc');
 
 const SCHEMA = '{\n  "type": "object",\n  "required": ["title"]\n}';
 
 test('run checks are set in the task form, shown on the task page, refused when the schema is not JSON, and cleared', async () => {
-  const page = await signedInPage();
+  const page = await newSignedInPage();
   const violations: string[] = [];
   page.on('console', (msg) => {
     if (/content security policy/i.test(msg.text())) violations.push(msg.text());

@@ -1,12 +1,10 @@
 // The task page's slot timeline and upcoming slots, and the form's monthly cost limit, in
 // Chromium against a listening service on a manual clock (the scheduler is ticked by the test).
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
-import { signUp } from '../src/domain/users.ts';
 import { ManualClock } from '../src/lib/clock.ts';
-import { launchBrowser } from './helpers/browser.ts';
+import { launchBrowser, signedInPage } from './helpers/browser.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
 
 // Two days before Berlin's clocks go forward (2026-03-29, 02:00 → 03:00).
@@ -27,14 +25,7 @@ after(async () => {
 });
 
 test('the task page shows upcoming slots with local times and DST notes, and a timeline of what each slot became; the form sets and clears the cost limit', async () => {
-  const made = await signUp(svc.service.deps, {
-    email: `ada-${randomUUID()}@example.com`,
-    password: 'correct horse battery',
-    organizationName: 'Acme',
-  });
-  const context = await browser.newContext();
-  await context.addCookies([{ name: 'svc_session', value: made.session.token, url: base }]);
-  const page: Page = await context.newPage();
+  const page: Page = await signedInPage(browser, svc, base, 'Acme');
   const violations: string[] = [];
   page.on('console', (msg) => {
     if (/content security policy/i.test(msg.text())) violations.push(msg.text());
@@ -106,5 +97,5 @@ test('the task page shows upcoming slots with local times and DST notes, and a t
     .first()
     .waitFor();
   assert.deepEqual(violations, []);
-  await context.close();
+  await page.context().close();
 });

@@ -3,11 +3,9 @@
 // and a run page's suppressed deliveries. The service listens with its worker and dispatcher, a
 // local model server answers, and a local receiver takes the webhooks.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
-import { signUp } from '../src/domain/users.ts';
-import { launchBrowser } from './helpers/browser.ts';
+import { launchBrowser, signedInPage } from './helpers/browser.ts';
 import { type ModelServer, startModelServer } from './helpers/model-server.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -49,16 +47,7 @@ after(async () => {
 });
 
 /** A page signed in as a new person of a new organization. */
-async function signedInPage(): Promise<Page> {
-  const made = await signUp(svc.service.deps, {
-    email: `ada-${randomUUID()}@example.com`,
-    password: 'correct horse battery',
-    organizationName: 'Acme Research',
-  });
-  const context = await browser.newContext();
-  await context.addCookies([{ name: 'svc_session', value: made.session.token, url: base }]);
-  return context.newPage();
-}
+const newSignedInPage = () => signedInPage(browser, svc, base, 'Acme Research');
 
 /** Creates a task in the form and returns its page's URL. */
 async function createTask(
@@ -93,7 +82,7 @@ async function runFromPage(page: Page, taskUrl: string): Promise<string> {
 }
 
 test('a task set to pause after one failure shows why it paused, its failed runs and the notice, and resuming clears them', async () => {
-  const page = await signedInPage();
+  const page = await newSignedInPage();
   const taskUrl = await createTask(page, {
     name: 'Fragile report',
     prompt: 'fail every time',
@@ -134,7 +123,7 @@ test('a task set to pause after one failure shows why it paused, its failed runs
 });
 
 test('a run whose output did not change shows its delivery as suppressed, and an invalid count is refused in the form', async () => {
-  const page = await signedInPage();
+  const page = await newSignedInPage();
   const taskUrl = await createTask(page, {
     name: 'Quiet digest',
     prompt: 'summarise',
