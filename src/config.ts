@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { ConfigError, type RawEnv, readEnv } from './config/env.ts';
-import type { LOG_LEVELS } from './config/schema.ts';
+import type { CONNECTOR_PROVIDERS, LOG_LEVELS } from './config/schema.ts';
 import { parseStdioCommands, resolveStdioUser, type StdioUser } from './lib/stdio-config.ts';
 
 export { ConfigError };
@@ -61,6 +61,10 @@ export interface Config {
     authToken: string | undefined;
     from: string | undefined;
   };
+  /** The connector provider of `connector` sources; undefined when SVC_CONNECTOR_PROVIDER is unset. */
+  connector:
+    | { provider: (typeof CONNECTOR_PROVIDERS)[number]; apiKey: string; apiBase: string }
+    | undefined;
   stripe: {
     secretKey: string | undefined;
     webhookSecret: string | undefined;
@@ -194,6 +198,8 @@ export function loadConfig(env: RawEnv, system: ConfigSystem = SYSTEM): Config {
   const stdioUser = resolveStdioUser(e.SVC_STDIO_USER, system.uid, system.passwd, stdio.commands.length > 0);
   if (typeof stdioUser === 'string') throw new ConfigError('SVC_STDIO_USER', stdioUser);
 
+  if (e.SVC_CONNECTOR_PROVIDER && !e.SVC_CONNECTOR_API_KEY)
+    throw new ConfigError('SVC_CONNECTOR_API_KEY', 'is required when SVC_CONNECTOR_PROVIDER is set');
   const displayHost = e.HOST === '0.0.0.0' || e.HOST === '::' ? '127.0.0.1' : e.HOST;
   return {
     port: e.PORT,
@@ -228,6 +234,13 @@ export function loadConfig(env: RawEnv, system: ConfigSystem = SYSTEM): Config {
       authToken: e.SVC_SMS_AUTH_TOKEN,
       from: e.SVC_SMS_FROM,
     },
+    connector: e.SVC_CONNECTOR_PROVIDER
+      ? {
+          provider: e.SVC_CONNECTOR_PROVIDER,
+          apiKey: e.SVC_CONNECTOR_API_KEY ?? '',
+          apiBase: (e.SVC_CONNECTOR_API_BASE ?? 'https://backend.composio.dev').replace(/\/+$/, ''),
+        }
+      : undefined,
     stripe: {
       secretKey: e.STRIPE_SECRET_KEY,
       webhookSecret: e.STRIPE_WEBHOOK_SECRET,

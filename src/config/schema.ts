@@ -46,6 +46,8 @@ const bool = (dflt: boolean, doc: Doc) => Type.Boolean({ default: dflt, ...doc }
 const text = (doc: Doc) => Type.Optional(Type.String(doc));
 const url = (protocols: string[], doc: Doc) => Type.Optional(Type.String({ protocols, ...doc }));
 
+export const CONNECTOR_PROVIDERS = ['composio'] as const;
+
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 export const EnvSchema = Type.Object({
@@ -227,6 +229,26 @@ export const EnvSchema = Type.Object({
     group: 'sources',
     description:
       'Allow http/websocket MCP sources, api sources, the `fetch_url` tool and webhooks to reach loopback and private network addresses. Keep `false` unless every user is trusted.',
+  }),
+  SVC_CONNECTOR_PROVIDER: Type.Optional(
+    Type.Enum(CONNECTOR_PROVIDERS, {
+      lowercase: true,
+      group: 'sources',
+      defaultText: 'unset (connector sources answer "connector provider not configured")',
+      description:
+        'The connector provider of sources with `authType` `connector`: `composio` (its v3 REST API). Needs `SVC_CONNECTOR_API_KEY`.',
+    }),
+  ),
+  SVC_CONNECTOR_API_KEY: text({
+    group: 'sources',
+    description:
+      "The connector provider's API key (for `composio`, a project API key, sent as `x-api-key`). Secret: never shown or logged.",
+  }),
+  SVC_CONNECTOR_API_BASE: url(['http:', 'https:'], {
+    group: 'sources',
+    defaultText: '`https://backend.composio.dev`',
+    description:
+      "The connector provider's API base URL (a test double or a proxy). Its requests pass the private-address guard like other outbound calls (`SVC_ALLOW_PRIVATE_URLS`).",
   }),
 
   // Delivery
