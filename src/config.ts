@@ -62,9 +62,7 @@ export interface Config {
     from: string | undefined;
   };
   /** The connector provider of `connector` sources; undefined when SVC_CONNECTOR_PROVIDER is unset. */
-  connector:
-    | { provider: (typeof CONNECTOR_PROVIDERS)[number]; apiKey: string; apiBase: string }
-    | undefined;
+  connector: { provider: (typeof CONNECTOR_PROVIDERS)[number]; apiKey: string; apiBase: string } | undefined;
   stripe: {
     secretKey: string | undefined;
     webhookSecret: string | undefined;

@@ -177,6 +177,7 @@ function prepareConfig(
   input: SourceConfigInput,
   previousEnv: Record<string, string>,
   details: ErrorDetail[],
+  authType: string | null | undefined,
 ): { config: SourceConfig; env: Record<string, string> } {
   const at = (key: string) => `/body/config/${key}`;
   const { env: envInput, ...config } = input;
@@ -192,7 +193,10 @@ function prepareConfig(
     }
   };
 
-  if (type === 'mcp') {
+  // A connector source's tools come from its connector provider: it needs no address of its own
+  // (what is given is still checked below: no credentials in a URL).
+  const rulesOf = authType === 'connector' ? undefined : type;
+  if (rulesOf === 'mcp') {
     let transport: McpTransport | undefined = config.transport;
     if (transport === undefined) {
       if (config.command !== undefined) transport = 'stdio';
@@ -219,7 +223,7 @@ function prepareConfig(
       }
     } else if (transport === 'http') urlWith('url', ['http:', 'https:'], 'the http transport');
     else if (transport === 'websocket') urlWith('url', ['ws:', 'wss:'], 'the websocket transport');
-  } else if (type === 'api') {
+  } else if (rulesOf === 'api') {
     urlWith('baseUrl', ['http:', 'https:'], 'api sources');
     if (config.openapiUrl !== undefined) urlWith('openapiUrl', ['http:', 'https:'], 'api sources');
   }
@@ -293,7 +297,7 @@ export async function createSource(
   body: SourceCreateBody,
 ): Promise<Source> {
   const details: ErrorDetail[] = [];
-  const { config, env } = prepareConfig(deps, body.type, body.config, {}, details);
+  const { config, env } = prepareConfig(deps, body.type, body.config, {}, details, body.authType);
   const { authConfig, credentials } = prepareAuthConfig(body.authConfig ?? null, {}, details);
   if (body.iconUrl !== undefined && hasUserInfo(body.iconUrl)) {
     details.push({ path: '/body/iconUrl', message: URL_CREDENTIALS });
@@ -387,7 +391,14 @@ export async function updateSource(
       let env = previous.env;
       let credentials = previous.credentials;
       if (body.config !== undefined) {
-        ({ config, env } = prepareConfig(deps, current.type, body.config, previous.env, details));
+        ({ config, env } = prepareConfig(
+          deps,
+          current.type,
+          body.config,
+          previous.env,
+          details,
+          body.authType === undefined ? current.auth_type : body.authType,
+        ));
       }
       if (body.authConfig !== undefined) {
         ({ authConfig, credentials } = prepareAuthConfig(body.authConfig, previous.credentials, details));

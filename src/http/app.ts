@@ -23,6 +23,7 @@ import { modelRoutes } from './routes/models.ts';
 import { runRoutes } from './routes/runs.ts';
 import { scheduleRoutes } from './routes/schedules.ts';
 import { skillRoutes } from './routes/skills.ts';
+import { connectorCallbackRoutes, sourceConnectRoutes } from './routes/source-connect.ts';
 import { sourceRoutes } from './routes/sources.ts';
 import { statsRoutes } from './routes/stats.ts';
 import { taskRoutes } from './routes/tasks.ts';
@@ -144,6 +145,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
       if (!full) return;
       await installOpenApiRoutes(scope, authenticator);
       stripeWebhookRoutes(scope, deps);
+      connectorCallbackRoutes(scope, deps);
     }),
   );
   await app.register(adminScope(deps, mount([adminOrganizationRoutes, adminKeyRoutes, adminUserRoutes])), {
@@ -160,6 +162,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
         statsRoutes,
         skillRoutes,
         sourceRoutes,
+        sourceConnectRoutes,
         modelRoutes,
         billingStatusRoutes,
         billingRoutes,

@@ -22,6 +22,7 @@ export const ERROR_STATUS = {
   not_implemented: 501,
   service_unavailable: 503,
   billing_not_configured: 503,
+  connector_not_configured: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
@@ -76,6 +77,8 @@ export const errors = {
     }),
   billingNotConfigured: (message: string, cause?: unknown) =>
     new AppError('billing_not_configured', message, { cause }),
+  connectorNotConfigured: (message: string, cause?: unknown) =>
+    new AppError('connector_not_configured', message, { cause }),
   notImplemented: (message: string) => new AppError('not_implemented', message),
 };
 

@@ -5,23 +5,19 @@ import type {
   ChatCompletionMessageParam,
   ChatCompletionMessageToolCall,
 } from 'openai/resources/chat/completions';
-import type { Config } from '../config.ts';
 import { catalogCostCents, type ModelCatalog } from '../domain/models.ts';
-import type { SecretBox } from '../lib/secret-box.ts';
 import { RunBudget } from './cost-cap.ts';
 import type { RunErrorType, RunExecutor, RunJob, RunResult } from './executor.ts';
 import { type AnswerLimits, markedOutput, modelEventBytes, stoppedMessage } from './model-answer.ts';
 import { createModelClient, type ModelClient, type ModelRequest, type StepUsage } from './model-client.ts';
 import { outputCheckError } from './output-checks.ts';
 import { assembleMessages, missingRequiredSources, outputSchemaInstruction } from './prompt.ts';
-import { openRunSources } from './run-sources.ts';
+import { openRunSources, type SourceDeps } from './run-sources.ts';
 import { Toolbox } from './toolbox.ts';
 import type { ConnectErrorType } from './tools/types.ts';
 
-export interface ExecutorDeps {
-  config: Config;
+export interface ExecutorDeps extends SourceDeps {
   models: ModelCatalog;
-  secretBox: SecretBox;
 }
 
 interface Totals {

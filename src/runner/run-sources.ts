@@ -1,8 +1,11 @@
 // Opens the sources attached to a run (or tested through the API) with their secrets, under
 // the service's policy: stdio allowlist, SSRF guard, one connect time limit.
 import type { Config } from '../config.ts';
+import type { Db } from '../db/db.ts';
 import type { RunSource } from '../db/sql/run-context.ts';
+import { recordAccount } from '../domain/connectors.ts';
 import { openSourceSecrets } from '../domain/sources.ts';
+import type { Clock } from '../lib/clock.ts';
 import { outboundFetch } from '../lib/outbound.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import { startsProcess, withStdioSlot } from './stdio-slots.ts';
@@ -16,6 +19,9 @@ export const SOURCE_CONNECT_TIMEOUT_MS = 15_000;
 export interface SourceDeps {
   config: Config;
   secretBox: SecretBox;
+  /** Where what the connector provider says of a connector source's account is stored. */
+  db: Db;
+  clock: Clock;
 }
 
 /** Connects one stored source. Secrets that fail to open are a value, like any other failure. */
@@ -38,6 +44,7 @@ export async function connectStoredSource(
     connectSource(
       {
         id: source.id,
+        organizationId: source.organization_id,
         slug: source.slug,
         name: source.name,
         type: source.type,
@@ -51,6 +58,8 @@ export async function connectStoredSource(
         fetch: outboundFetch(deps.config),
         timeoutMs: SOURCE_CONNECT_TIMEOUT_MS,
         signal,
+        // Every connection of a connector source keeps its connectorConnected true.
+        connectorAccount: (account, subject) => recordAccount(deps, source, subject, account),
       },
     );
   return startsProcess(source)

@@ -173,3 +173,15 @@ export const SourceTestResult = Type.Object(
   { $id: 'SourceTestResult' },
 );
 export type SourceTestResult = Static<typeof SourceTestResult>;
+
+/** The answer of POST /sources/{sourceId}/connect: where the person signs in. */
+export const SourceConnectResult = Type.Object(
+  {
+    url: Type.String({
+      format: 'uri',
+      description: "The sign-in page to open in a browser (the connector provider's, for a connector source)",
+    }),
+  },
+  { $id: 'SourceConnectResult' },
+);
+export type SourceConnectResult = Static<typeof SourceConnectResult>;

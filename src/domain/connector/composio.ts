@@ -34,7 +34,8 @@ const MAX_PAGES = 20;
 const PAGE_SIZE = 100;
 
 type Json = Record<string, unknown>;
-const obj = (v: unknown): Json => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : {});
+const obj = (v: unknown): Json =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : {};
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
 export interface ComposioOptions {
@@ -71,11 +72,19 @@ export class ComposioProvider implements ConnectorProvider {
 
   /** The answer's JSON when it is a 2xx object; else a ConnectorError with the provider's words. */
   #ok(answer: JsonAnswer, what: string): Json {
-    if (answer.status >= 200 && answer.status < 300 && typeof answer.json === 'object' && answer.json !== null)
+    if (
+      answer.status >= 200 &&
+      answer.status < 300 &&
+      typeof answer.json === 'object' &&
+      answer.json !== null
+    )
       return answer.json as Json;
     const said = providerMessage(answer.json, [this.#options.apiKey]);
     const kind = answer.status >= 500 || answer.status < 300 ? 'protocol_error' : 'not_configured';
-    throw new ConnectorError(kind, `composio ${what} failed: HTTP ${answer.status}${said ? `: ${said}` : ''}`);
+    throw new ConnectorError(
+      kind,
+      `composio ${what} failed: HTTP ${answer.status}${said ? `: ${said}` : ''}`,
+    );
   }
 
   /** Every page of a cursor list, up to MAX_PAGES or `enough` items. */
@@ -86,7 +95,8 @@ export class ComposioProvider implements ConnectorProvider {
     for (let page = 0; page < MAX_PAGES && items.length < enough; page++) {
       const q = { ...query, limit: String(PAGE_SIZE), ...(cursor !== undefined && { cursor }) };
       const body = this.#ok(await this.#call('GET', path, { query: q, signal }), `GET ${path}`);
-      if (!Array.isArray(body.items)) throw new ConnectorError('protocol_error', `composio GET ${path}: no items`);
+      if (!Array.isArray(body.items))
+        throw new ConnectorError('protocol_error', `composio GET ${path}: no items`);
       items.push(...body.items.map(obj));
       cursor = str(body.next_cursor);
       if (cursor === undefined || cursors.has(cursor)) break;
@@ -134,7 +144,10 @@ export class ComposioProvider implements ConnectorProvider {
     );
     const url = str(body.redirect_url);
     if (!url || !/^https?:/i.test(url) || !URL.canParse(url)) {
-      throw new ConnectorError('protocol_error', 'composio answered a sign-in link that is not an http(s) URL');
+      throw new ConnectorError(
+        'protocol_error',
+        'composio answered a sign-in link that is not an http(s) URL',
+      );
     }
     return { url };
   }
@@ -200,7 +213,10 @@ export class ComposioProvider implements ConnectorProvider {
       const body = obj(answer.json);
       if (answer.status < 200 || answer.status >= 300 || body.successful !== true) {
         const said = providerMessage(answer.json, [this.#options.apiKey]);
-        return { ok: false, message: `composio ran ${name} without success${said ? `: ${said}` : ` (HTTP ${answer.status})`}` };
+        return {
+          ok: false,
+          message: `composio ran ${name} without success${said ? `: ${said}` : ` (HTTP ${answer.status})`}`,
+        };
       }
       return { ok: true, text: JSON.stringify(body.data ?? null) };
     };

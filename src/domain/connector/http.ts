@@ -93,7 +93,8 @@ export async function requestJson(fetch: FetchLike, request: JsonRequest): Promi
         throw new ConnectorError(e.reason === 'refused' ? 'refused' : 'unreachable', `${what}: ${e.message}`);
       }
       const code = (e as { code?: unknown }).code;
-      if (typeof code === 'string') throw new ConnectorError('unreachable', `could not reach ${what} (${code})`);
+      if (typeof code === 'string')
+        throw new ConnectorError('unreachable', `could not reach ${what} (${code})`);
     }
     throw new ConnectorError('unreachable', `could not reach ${what}`, { cause: err });
   }

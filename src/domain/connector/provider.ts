@@ -27,6 +27,10 @@ export function connectorProvider(
 }
 
 /** The provider's user id of a source: its organization and its own id, so no two sources share one. */
-export function connectorSubject(organizationId: string, sourceId: string, toolkit: string): ConnectorSubject {
+export function connectorSubject(
+  organizationId: string,
+  sourceId: string,
+  toolkit: string,
+): ConnectorSubject {
   return { userId: `svc:${organizationId}:${sourceId}`, toolkit: toolkit.trim().toLowerCase() };
 }

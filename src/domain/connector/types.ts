@@ -67,7 +67,11 @@ export interface ConnectorProvider {
   /** The toolkits the provider offers (bounded: the first pages). */
   listToolkits(signal: AbortSignal): Promise<ConnectorToolkit[]>;
   /** Starts a sign-in of the subject: the provider's URL to send the person to. */
-  startConnection(subject: ConnectorSubject, callbackUrl: string, signal: AbortSignal): Promise<{ url: string }>;
+  startConnection(
+    subject: ConnectorSubject,
+    callbackUrl: string,
+    signal: AbortSignal,
+  ): Promise<{ url: string }>;
   /** The subject's account (a usable one first), or undefined when it never connected. */
   account(subject: ConnectorSubject, signal: AbortSignal): Promise<ConnectorAccount | undefined>;
   /** The tools of a connected account for a run: at most `maxTools`, in the provider's order. */

@@ -1,11 +1,14 @@
 // Connects a source of any type, with one time limit for all of them.
 import { connectApiSource } from './api-source.ts';
+import { connectConnectorSource } from './connector.ts';
 import { connectLocalSource } from './local-tools.ts';
 import { connectMcpSource } from './mcp/connect-mcp.ts';
 import { toolBoundsProblem } from './tool-bounds.ts';
 import type { ConnectOptions, ConnectResult, SourceToConnect } from './types.ts';
 
 function connectByType(source: SourceToConnect, options: ConnectOptions): Promise<ConnectResult> {
+  // A connector source's tools come from its provider, whatever its type.
+  if (source.authType === 'connector') return connectConnectorSource(source, options);
   switch (source.type) {
     case 'mcp':
       return connectMcpSource(source, options);

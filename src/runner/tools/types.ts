@@ -2,6 +2,7 @@
 // local) connects into a ToolConnection; the executor offers the connections' tools to the
 // model under collision-free names and routes the model's calls back.
 import type { Config } from '../../config.ts';
+import type { ConnectorAccount, ConnectorSubject } from '../../domain/connector/types.ts';
 import type { SourceSecrets } from '../../domain/sources.ts';
 import type { FetchLike } from '../../lib/outbound.ts';
 import type { AuthConfig, SourceConfig, SourceType } from '../../schemas/source.ts';
@@ -51,6 +52,8 @@ export type ConnectResult =
 /** A stored source with its secrets opened: what a connector needs. */
 export interface SourceToConnect {
   id: string;
+  /** The owning organization (a connector source's account at the provider is named by it). */
+  organizationId?: string;
   slug: string;
   name: string;
   type: SourceType;
@@ -63,7 +66,7 @@ export interface SourceToConnect {
 export interface ConnectOptions {
   /** stdioEnv and stdioUser left out mean: no config.env variable allowed, the service's own user. */
   config: Pick<Config, 'stdioCommands' | 'stdioSearchPath' | 'allowPrivateUrls'> &
-    Partial<Pick<Config, 'stdioEnv' | 'stdioUser'>>;
+    Partial<Pick<Config, 'stdioEnv' | 'stdioUser' | 'connector'>>;
   /** A fetch that applies the SSRF guard (outboundFetch of the policy). */
   fetch: FetchLike;
   /** Connecting gives up after this long. */
@@ -73,6 +76,8 @@ export interface ConnectOptions {
    * owner ends the connection with close().
    */
   signal: AbortSignal;
+  /** Told what the connector provider said of a connector source's account (to store it). */
+  connectorAccount?: (account: ConnectorAccount | undefined, subject: ConnectorSubject) => Promise<void>;
 }
 
 /** Text a tool returns is cut to this many characters before it goes to the model. */

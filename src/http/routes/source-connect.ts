@@ -1,0 +1,75 @@
+import { Type } from 'typebox';
+import { findSource, type SourceRow } from '../../db/sql/sources.ts';
+import { completeConnectorCallback, startConnectorConnect } from '../../domain/connectors.ts';
+import type { Deps } from '../../domain/deps.ts';
+import { errors } from '../../lib/errors.ts';
+import { errorResponses } from '../../schemas/common.ts';
+import { SourceConnectResult, SourceIdParams } from '../../schemas/source.ts';
+import { type App, principalOf } from '../types.ts';
+
+const tags = ['sources'];
+
+/**
+ * The sign-in a source's authType starts: the one place that tells them apart. A source whose
+ * authType signs in nowhere is a 409.
+ */
+async function startConnect(deps: Deps, source: SourceRow): Promise<SourceConnectResult> {
+  switch (source.auth_type) {
+    case 'connector':
+      return startConnectorConnect(deps, source);
+    default:
+      throw errors.conflict(
+        `source "${source.name}" has authType ${source.auth_type ?? 'none'}, which has no sign-in to start; only connector sources connect`,
+      );
+  }
+}
+
+// Paths under /api/svc: registered in the API-key scope (app.ts).
+export function sourceConnectRoutes(app: App, deps: Deps): void {
+  app.post(
+    '/sources/:sourceId/connect',
+    {
+      schema: {
+        operationId: 'connectSource',
+        description:
+          "Starts the sign-in of a source: answers the URL to open in a browser. For a connector source, the connector provider's sign-in page, which sends the person back to the service afterwards; connectorConnected then becomes true. 409 for a source whose authType has no sign-in or that names no toolkit; 503 connector_not_configured without a connector provider.",
+        tags,
+        summary: 'Start the sign-in of a connector source: the URL to open in a browser',
+        params: SourceIdParams,
+        response: { 200: SourceConnectResult, ...errorResponses(400, 401, 404, 409, 429, 503) },
+      },
+    },
+    async (request) => {
+      const source = await findSource(deps.db, principalOf(request).organizationId, request.params.sourceId);
+      if (!source) throw errors.notFound('Source');
+      return startConnect(deps, source);
+    },
+  );
+}
+
+// A public path: the provider's sign-in page sends the browser here, with no API key.
+export function connectorCallbackRoutes(app: App, deps: Deps): void {
+  app.get(
+    '/api/svc/connectors/callback',
+    {
+      schema: {
+        operationId: 'connectorCallback',
+        description:
+          "Where the connector provider sends the person back after signing in (the state is sealed by the service and names the source; it holds for an hour). Asks the provider for the source's state, stores it, and redirects to the source's dashboard page. Not for API clients.",
+        tags,
+        summary: 'The return from a connector sign-in (no API key; redirects to the dashboard)',
+        security: [],
+        querystring: Type.Object({ state: Type.String({ minLength: 1, maxLength: 2048 }) }),
+        response: {
+          303: Type.Null({ description: "Redirect to the source's dashboard page" }),
+          ...errorResponses(400, 404, 503),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { sourceId, connected } = await completeConnectorCallback(deps, request.query.state);
+      const done = connected ? 'connected' : 'not-connected';
+      return reply.redirect(`/dashboard/sources/${sourceId}?done=${done}`, 303);
+    },
+  );
+}
