@@ -2,10 +2,12 @@
 // that speaks Composio's v3 REST API (test/helpers/connector-server.ts), through the API, the
 // public callback and the worker, with a scripted model that calls the provider's tool.
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { ComposioProvider } from '../src/domain/connector/composio.ts';
 import { connectorSubject } from '../src/domain/connector/provider.ts';
 import { ConnectorError } from '../src/domain/connector/types.ts';
+import { signIn as signInUser } from '../src/domain/users.ts';
 import { outboundFetch } from '../src/lib/outbound.ts';
 import { type ConnectorServer, type StandInTool, startConnectorServer } from './helpers/connector-server.ts';
 import type { ModelReply, ModelRequest, ModelServer } from './helpers/model-server.ts';
@@ -324,6 +326,62 @@ describe('connector sources through the API and the worker', () => {
       res.body.error.message,
       /source "Mail": composio has no enabled auth config for toolkit "gmail"/,
     );
+  });
+
+  test("the dashboard shows a connector source's state, and its Connect button sends the browser to the provider", async () => {
+    const source = await newConnectorSource('Dashboard GitHub');
+    const email = `owner-${randomUUID()}@example.com`;
+    const password = 'correct horse battery staple';
+    const user = await svc.call({
+      method: 'POST',
+      url: `/api/admin/organizations/${org.organizationId}/users`,
+      admin: true,
+      body: { email, password },
+    });
+    assert.equal(user.status, 201, user.raw);
+    const session = await signInUser(svc.service.deps, { email, password });
+    assert.ok(session);
+    const cookie = `svc_session=${session.token}`;
+    const page = async (url: string) =>
+      (await svc.app.inject({ method: 'GET', url, headers: { cookie } })).body;
+
+    const before = await page(`/dashboard/sources/${source.id}`);
+    assert.match(
+      before,
+      /<th scope="row">Connector<\/th><td><span class="badge inactive">inactive<\/span> not connected/,
+    );
+    assert.match(before, /<code>github<\/code>/);
+    assert.match(
+      before,
+      new RegExp(
+        `action="/dashboard/sources/${source.id}/connect"[^>]*>.*<button type="submit">Connect</button>`,
+      ),
+    );
+
+    const connect = await svc.app.inject({
+      method: 'POST',
+      url: `/dashboard/sources/${source.id}/connect`,
+      headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+      payload: new URLSearchParams({ _csrf: session.csrfToken }).toString(),
+    });
+    assert.equal(connect.statusCode, 303, connect.body);
+    const back = await signIn(String(connect.headers.location));
+    assert.equal(back.headers.location, `/dashboard/sources/${source.id}?done=connected`);
+    const after = await page(String(back.headers.location));
+    assert.match(after, /Signed in at the connector provider: the source is connected/);
+    assert.match(after, /<span class="badge active">active<\/span> connected/);
+    assert.match(after, /<button type="submit">Reconnect<\/button>/);
+
+    // The provider ends the account: the page asks again (after a minute at most) and shows it.
+    for (const account of server.accounts.values())
+      if (account.userId.endsWith(source.id)) account.status = 'EXPIRED';
+    const tested = await svc.call({
+      method: 'POST',
+      url: `/api/svc/sources/${source.id}/test`,
+      key: org.apiKey,
+    });
+    assert.equal(tested.body.success, false);
+    assert.match(await page(`/dashboard/sources/${source.id}`), /not connected/);
   });
 
   test('a callback state that the service did not seal is a 400, and nothing is asked of the provider', async () => {

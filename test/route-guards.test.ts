@@ -9,11 +9,15 @@ import { after, before, describe, test } from 'node:test';
 import { assertEnvelope } from './helpers/assertions.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
 
-/** Routes under /api/svc/ that take no API key: the API's description and Stripe's events. */
+/**
+ * Routes under /api/svc/ that take no API key: the API's description, Stripe's events and the
+ * return from a connector sign-in (its sealed state is its authorization).
+ */
 const PUBLIC_API = [
   /^\/api\/svc\/openapi\.json$/,
   /^\/api\/svc\/docs(\/|$)/,
   /^\/api\/svc\/billing\/webhook$/,
+  /^\/api\/svc\/connectors\/callback$/,
 ];
 /** Operations: public by design. */
 const OPERATIONS = ['/healthz', '/readyz', '/metrics'];

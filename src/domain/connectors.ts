@@ -21,7 +21,7 @@ import {
 import type { Deps } from './deps.ts';
 
 /** A refresh for a page view reuses a state this young. */
-export const STATE_MAX_AGE_MS = 60_000;
+const STATE_MAX_AGE_MS = 60_000;
 /** Sources whose last refresh this process remembers. */
 const STATE_CACHE_ENTRIES = 10_000;
 /** A callback link works this long after the connect that made it. */
@@ -154,6 +154,15 @@ export async function refreshConnectorState(
     deps.log.warn({ sourceId: source.id, kind: err.kind, err: err.message }, 'connector state not refreshed');
     return undefined;
   }
+}
+
+/**
+ * Before the dashboard shows a source: what the provider says now, at most once a minute per
+ * source and process (a provider that does not answer leaves the stored state, which is shown).
+ */
+export async function refreshForView(deps: Deps, organizationId: string, sourceId: string): Promise<void> {
+  const row = await findSource(deps.db, organizationId, sourceId);
+  if (row) await refreshConnectorState(deps, row, { maxAgeMs: STATE_MAX_AGE_MS });
 }
 
 /**

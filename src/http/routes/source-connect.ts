@@ -1,28 +1,12 @@
 import { Type } from 'typebox';
-import { findSource, type SourceRow } from '../../db/sql/sources.ts';
-import { completeConnectorCallback, startConnectorConnect } from '../../domain/connectors.ts';
+import { completeConnectorCallback } from '../../domain/connectors.ts';
 import type { Deps } from '../../domain/deps.ts';
-import { errors } from '../../lib/errors.ts';
+import { startSourceConnect } from '../../domain/source-connect.ts';
 import { errorResponses } from '../../schemas/common.ts';
 import { SourceConnectResult, SourceIdParams } from '../../schemas/source.ts';
 import { type App, principalOf } from '../types.ts';
 
 const tags = ['sources'];
-
-/**
- * The sign-in a source's authType starts: the one place that tells them apart. A source whose
- * authType signs in nowhere is a 409.
- */
-async function startConnect(deps: Deps, source: SourceRow): Promise<SourceConnectResult> {
-  switch (source.auth_type) {
-    case 'connector':
-      return startConnectorConnect(deps, source);
-    default:
-      throw errors.conflict(
-        `source "${source.name}" has authType ${source.auth_type ?? 'none'}, which has no sign-in to start; only connector sources connect`,
-      );
-  }
-}
 
 // Paths under /api/svc: registered in the API-key scope (app.ts).
 export function sourceConnectRoutes(app: App, deps: Deps): void {
@@ -39,11 +23,7 @@ export function sourceConnectRoutes(app: App, deps: Deps): void {
         response: { 200: SourceConnectResult, ...errorResponses(400, 401, 404, 409, 429, 503) },
       },
     },
-    async (request) => {
-      const source = await findSource(deps.db, principalOf(request).organizationId, request.params.sourceId);
-      if (!source) throw errors.notFound('Source');
-      return startConnect(deps, source);
-    },
+    async (request) => startSourceConnect(deps, principalOf(request).organizationId, request.params.sourceId),
   );
 }
 

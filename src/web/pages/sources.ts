@@ -7,6 +7,7 @@
 // empty: sending the mask (or leaving a credential blank) keeps the stored value, as the API's
 // PATCH does (docs/api.md, "Secrets"); a credential is removed with its "remove" box.
 import type { FastifyReply } from 'fastify';
+import { refreshForView } from '../../domain/connectors.ts';
 import type { Deps } from '../../domain/deps.ts';
 import { createSource, deleteSource, getSource, listSources, updateSource } from '../../domain/sources.ts';
 import type { Viewer } from '../../domain/users.ts';
@@ -44,6 +45,7 @@ import {
   withDetails,
 } from '../page-kit.ts';
 import type { WebScope } from '../plugin.ts';
+import { CONNECT_DONE, connectButton, connectorRows, sourceConnectPages } from './source-connect.ts';
 
 const section = '/dashboard/sources';
 
@@ -63,6 +65,7 @@ const LABELS: Record<string, string> = {
   authConfig: '',
   headerName: 'Header or parameter name',
   prefix: 'Prefix',
+  provider: 'Provider or toolkit',
   token: 'Token',
   apiKey: 'API key',
   username: 'User name',
@@ -80,6 +83,7 @@ const DONE: Record<string, string> = {
   created: 'Source created. Test it to list its tools.',
   saved: 'Source saved.',
   deleted: 'Source deleted.',
+  ...CONNECT_DONE,
 };
 
 interface SourceValues {
@@ -96,6 +100,7 @@ interface SourceValues {
   authType: string;
   headerName: string;
   prefix: string;
+  provider: string;
   credentials: Record<CredentialKey, string>;
   /** Stored credentials to remove. */
   clear: string[];
@@ -127,6 +132,7 @@ function valuesOfSource(s: Source): SourceValues {
     authType: s.authType ?? '',
     headerName: s.authConfig?.headerName ?? '',
     prefix: s.authConfig?.prefix ?? '',
+    provider: s.authConfig?.provider ?? '',
     credentials: noCredentials(),
     clear: [],
   };
@@ -153,6 +159,7 @@ function valuesOfForm(form: FormBody, type: string): SourceValues {
     authType: field(form, 'authType'),
     headerName: field(form, 'headerName'),
     prefix: field(form, 'prefix'),
+    provider: field(form, 'provider'),
     credentials,
     clear: fields(form, 'clear'),
   };
@@ -203,11 +210,11 @@ function configOf(type: string, v: SourceValues, details: ErrorDetail[]): Record
  * authConfig from the form: a typed credential replaces the stored one; a blank one (or the
  * mask) keeps it unless "remove" is ticked. Undefined when there is nothing to send.
  */
-function authConfigOf(v: SourceValues, stored: Source['authConfig']): Record<string, string> | undefined {
+function authConfigOf(v: SourceValues, stored?: Source['authConfig']): Record<string, string> | undefined {
   const auth: Record<string, string> = {};
   if (v.headerName) auth.headerName = v.headerName;
   if (v.prefix) auth.prefix = v.prefix;
-  if (stored?.provider) auth.provider = stored.provider;
+  if (v.provider) auth.provider = v.provider;
   for (const key of CREDENTIAL_KEYS) {
     const typed = v.credentials[key];
     const isStored = stored?.[key] === SECRET_MASK;
@@ -220,7 +227,7 @@ function authConfigOf(v: SourceValues, stored: Source['authConfig']): Record<str
 }
 
 function createBodyOf(v: SourceValues, organizationId: string, details: ErrorDetail[]) {
-  const authConfig = authConfigOf(v, undefined);
+  const authConfig = authConfigOf(v);
   return {
     organizationId,
     name: v.name,
@@ -312,6 +319,7 @@ ${problemsFlash(err, LABELS)}
     <div><label for="authType">Method</label><select id="authType" name="authType" ${inv('authType')}>${options(AUTH_TYPES, v.authType, 'not set')}</select></div>
     <div><label for="headerName">Header name (query: parameter name)</label><input id="headerName" name="headerName" maxlength="200" value="${v.headerName}" ${inv('authConfig/headerName')}></div>
     <div><label for="prefix">Prefix (bearer: default Bearer)</label><input id="prefix" name="prefix" maxlength="100" value="${v.prefix}" ${inv('authConfig/prefix')}></div>
+    <div><label for="provider">Provider or toolkit (connector: the toolkit, for example github)</label><input id="provider" name="provider" maxlength="100" spellcheck="false" value="${v.provider}" ${inv('authConfig/provider')}></div>
     ${CREDENTIAL_KEYS.map(
       (key) => html`<div><label for="${key}">${CREDENTIAL_LABELS[key]}</label>
       <input id="${key}" name="${key}" type="password" autocomplete="new-password" spellcheck="false" value="${v.credentials[key]}" ${stored(key) ? raw('placeholder="stored: leave blank to keep"') : ''} ${inv(`authConfig/${key}`)}>
@@ -348,6 +356,7 @@ function sourcePage(
     { title: source.name, viewer, section, flash },
     html`<h1>${source.name} ${badge(source.isActive ? 'active' : 'inactive')}</h1>
 <div class="row spaced">
+  ${connectButton(viewer, source)}
   <form method="post" action="${section}/${source.id}/test" class="inline">${csrfField(viewer.csrfToken)}<button type="submit">Test connection</button></form>
   <a class="button secondary" href="${section}/${source.id}/edit">Edit</a>
   <a class="button secondary" href="${section}/${source.id}/delete">Delete</a>
@@ -364,6 +373,7 @@ function sourcePage(
   ${row('OpenAPI document', c.openapiUrl)}
   ${row('Environment', c.env && Object.keys(c.env).length ? html`${Object.keys(c.env).map((n, i) => html`${i ? ', ' : ''}<code>${n}=${SECRET_MASK}</code>`)}` : undefined)}
   ${row('Authentication', source.authType)}
+  ${connectorRows(source)}
   ${row('Header or parameter', source.authConfig?.headerName)}
   ${row('Prefix', source.authConfig?.prefix)}
   ${row('Stored credentials', credentials.length ? credentials.map((k) => CREDENTIAL_LABELS[k]).join(', ') : undefined)}
@@ -433,6 +443,7 @@ export function sourcePages(scope: WebScope, deps: Deps): void {
 
   scope.get<IdParams>(`${section}/:id`, async (request, reply) => {
     const viewer = viewerOf(request);
+    if (isUuid(request.params.id)) await refreshForView(deps, viewer.organizationId, request.params.id);
     const source = await sourceOf(viewer, request.params.id);
     if (!source) return missing(reply, viewer);
     return sendHtml(reply, 200, sourcePage(viewer, source, { flash: doneFlash(request.query, DONE) }));
@@ -473,6 +484,16 @@ export function sourcePages(scope: WebScope, deps: Deps): void {
     const source = test && (await sourceOf(viewer, id));
     if (!test || !source) return missing(reply, viewer);
     return sendHtml(reply, 200, sourcePage(viewer, source, { test }));
+  });
+
+  sourceConnectPages(scope, deps, {
+    section,
+    missing,
+    show: async (reply, viewer, id, status, flash) => {
+      const source = await sourceOf(viewer, id);
+      if (!source) return missing(reply, viewer);
+      return sendHtml(reply, status, sourcePage(viewer, source, { flash }));
+    },
   });
 
   deleteRoutes(scope, {
