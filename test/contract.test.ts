@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import Stripe from 'stripe';
 import { assertEnvelope } from './helpers/assertions.ts';
+import { type ConnectorServer, startConnectorServer } from './helpers/connector-server.ts';
 import { recordRunOutcome } from './helpers/fixtures.ts';
 import {
   fieldProblems,
@@ -43,6 +44,7 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
   let org: { organizationId: string; apiKey: string };
   let other: { organizationId: string; apiKey: string };
   let stripe: StripeTestServer;
+  let connector: ConnectorServer;
 
   /** A call whose response is checked against the document; the key defaults to `org`'s. */
   const api = async (
@@ -75,8 +77,14 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
   before(async () => {
     // The api role alone: no scheduler or worker touches the runs this test shapes.
     stripe = await startStripeServer();
+    connector = await startConnectorServer();
+    connector.authConfigs.set('github', [{ id: 'ac_github', status: 'ENABLED' }]);
     svc = await startTestService({
       env: {
+        SVC_CONNECTOR_PROVIDER: 'composio',
+        SVC_CONNECTOR_API_KEY: connector.apiKey,
+        SVC_CONNECTOR_API_BASE: connector.url,
+        SVC_ALLOW_PRIVATE_URLS: 'true',
         SVC_ROLE: 'api',
         SVC_STDIO_COMMANDS: 'node[TOKEN]',
         STRIPE_SECRET_KEY: 'sk_test_contract',
@@ -97,6 +105,7 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
   after(async () => {
     await svc?.close();
     await stripe?.close();
+    await connector?.close();
   });
 
   describe('the document against the spec', () => {
@@ -373,6 +382,27 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
       await expect(404, 'DELETE', `/api/svc/sources/${spare.id}`);
     });
 
+    test("a connector source's sign-in answers its URL, the provider's return redirects, others are refused as documented", async () => {
+      const source = await expect(201, 'POST', '/api/svc/sources', {
+        body: {
+          organizationId: org.organizationId,
+          type: 'mcp',
+          name: 'GitHub connector',
+          config: {},
+          authType: 'connector',
+          authConfig: { provider: 'github' },
+        },
+      });
+      const { url } = await expect(200, 'POST', `/api/svc/sources/${source.id}/connect`);
+      const back = new URL((await connector.signIn(url)).callbackUrl);
+      const returned = await api('GET', `${back.pathname}${back.search}`, { key: undefined });
+      assert.equal(returned.status, 303, returned.raw);
+      await expect(400, 'GET', '/api/svc/connectors/callback?state=forged', { key: undefined });
+      await expect(409, 'POST', `/api/svc/sources/${ids.source}/connect`);
+      await expect(404, 'POST', `/api/svc/sources/${nobody}/connect`);
+      assert.equal((await expect(200, 'GET', `/api/svc/sources/${source.id}`)).connectorConnected, true);
+    });
+
     test('models answer the list, one model, and unknown or malformed ids as documented', async () => {
       const models = await expect(200, 'GET', '/api/svc/models');
       ids.model = models[0].id;
@@ -610,15 +640,19 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
       });
     });
 
-    test('every operation but the document and the Stripe webhook requires a key, and answers 401 without one in the declared envelope', async () => {
+    test('every operation but the document, the Stripe webhook and the connector callback requires a key, and answers 401 without one in the declared envelope', async () => {
       const isPublic = (op: string) => {
         const { method, path } = split(op);
         const security = doc.paths[path]?.[method].security ?? doc.security;
         return !security?.some((s: Record<string, unknown>) => 'apiKey' in s);
       };
       const ops = operationsUnder(doc, '/api/svc/');
-      // Stripe's webhook is signed instead: it carries no key.
-      assert.deepEqual(ops.filter(isPublic), ['GET /api/svc/openapi.json', 'POST /api/svc/billing/webhook']);
+      // Stripe's webhook is signed instead, and the connector callback carries a sealed state.
+      assert.deepEqual(ops.filter(isPublic), [
+        'GET /api/svc/openapi.json',
+        'GET /api/svc/connectors/callback',
+        'POST /api/svc/billing/webhook',
+      ]);
       for (const op of ops.filter((o) => !isPublic(o))) {
         const { method, path } = split(op);
         const url = path.replace(/\{\w+\}/g, () => randomUUID());
@@ -658,9 +692,12 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
       }
     });
 
-    test('every operation under /api/svc/ in the document answered above with a success (or 501, not implemented)', () => {
+    test('every operation under /api/svc/ in the document answered above with a success (or 501, not implemented; the callback a redirect)', () => {
       // The 401 and 429 rounds reach every operation; they do not count as its contract check.
-      const answered = (op: string) => [...(contract.seen.get(op) ?? [])].some((s) => s < 300 || s === 501);
+      // The connector callback's success is its redirect to the dashboard.
+      const success = (op: string, s: number) =>
+        s < 300 || s === 501 || (op === 'GET /api/svc/connectors/callback' && s === 303);
+      const answered = (op: string) => [...(contract.seen.get(op) ?? [])].some((s) => success(op, s));
       const missing = operationsUnder(doc, '/api/svc/').filter((op) => !answered(op));
       assert.deepEqual(missing, []);
     });

@@ -64,7 +64,10 @@ function subjectOf(source: Row): ConnectorSubject {
 }
 
 /** The sealed `state` of a callback link: which source, until when. */
-function sealCallbackState(deps: Pick<Deps, 'secretBox' | 'clock'>, source: Row): string {
+export function sealCallbackState(
+  deps: Pick<Deps, 'secretBox' | 'clock'>,
+  source: Pick<SourceRow, 'id' | 'organization_id'>,
+): string {
   const until = deps.clock.now().getTime() + CALLBACK_LIFETIME_MS;
   return deps.secretBox.encrypt(
     JSON.stringify({ o: source.organization_id, s: source.id, u: until }),

@@ -245,12 +245,14 @@ describe('the dashboard is as strict as the API', () => {
   ];
 
   /**
-   * Forms on a page only in some states (a Stripe customer to manage, a failed delivery to retry):
-   * here the page they would be on is shown again, told by its title.
+   * Forms on a page only in some states (a Stripe customer to manage, a failed delivery to retry,
+   * a connector source to connect): here the page they would be on is shown again, told by its
+   * title (a source's page by its connection test's form).
    */
   const SOMETIMES: [RegExp, RegExp][] = [
     [/^\/dashboard\/billing\/portal$/, /<title>Billing /],
     [/^\/dashboard\/runs\/[^/]+\/redeliver$/, /<title>Run /],
+    [/^\/dashboard\/sources\/[^/]+\/connect$/, /action="\/dashboard\/sources\/[^"/]+\/test"/],
   ];
 
   test('every form answers bad input with a 400 and the form shown again, never a 500 or an error log line', async () => {

@@ -27,6 +27,7 @@ import fc from 'fast-check';
 import type { LightMyRequestResponse } from 'fastify';
 import Stripe from 'stripe';
 import { generateApiKey } from '../../src/domain/api-key-format.ts';
+import { sealCallbackState } from '../../src/domain/connectors.ts';
 import { ERROR_STATUS } from '../../src/lib/errors.ts';
 import { deref, type OpenApiDocument, ResponseContract, type Schema } from '../helpers/openapi-contract.ts';
 import { ADMIN_TOKEN, startTestService, type TestService } from '../helpers/service.ts';
@@ -244,7 +245,10 @@ function queryArb(ctx: GenContext, op: Operation): fc.Arbitrary<[string, Json | 
     const valid: fc.Arbitrary<Json> =
       p.name === 'organizationId'
         ? fc.constantFrom(new Ref('org'), new Ref('org'), new Ref('org', true))
-        : validValue(ctx, p.schema);
+        : // A connector callback's state is sealed by the service: no generated value is one.
+          p.name === 'state' && op.path === '/api/svc/connectors/callback'
+          ? fc.constantFrom(new Ref('connectorState'), new Ref('otherConnectorState'))
+          : validValue(ctx, p.schema);
     return fc.oneof(
       { weight: 8, arbitrary: valid.map((v): [string, Json | Encoded][] => [[p.name, v]]) },
       { weight: 1, arbitrary: fc.constant<[string, Json | Encoded][]>([]) },
@@ -558,7 +562,15 @@ describe('fuzzing every operation of the OpenAPI document', () => {
       config: { url: 'http://127.0.0.1:9/mcp' },
     });
     fixtures.sourceDel = await create(org, 'sources', { name: 'Doomed source', type: 'local', config: {} });
+    fixtures.connectorState = sealCallbackState(svc.service.deps, {
+      id: fixtures.sourcePatch,
+      organization_id: org.organizationId,
+    });
     fixtures.otherSource = await create(other, 'sources', { name: 'Other', type: 'local', config: {} });
+    fixtures.otherConnectorState = sealCallbackState(svc.service.deps, {
+      id: fixtures.otherSource,
+      organization_id: other.organizationId,
+    });
     const taskBody = {
       name: 'Fuzz task',
       prompt: 'Say hello',
