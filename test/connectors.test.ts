@@ -345,6 +345,11 @@ describe('connector sources through the API and the worker', () => {
     const page = async (url: string) =>
       (await svc.app.inject({ method: 'GET', url, headers: { cookie } })).body;
 
+    // The form suggests the provider's toolkits for the toolkit field.
+    const form = await page('/dashboard/sources/new');
+    assert.match(form, /<input id="provider" name="provider"[^>]*list="toolkits"/);
+    assert.match(form, /<datalist id="toolkits"><option value="github">Github<\/option><\/datalist>/);
+
     const before = await page(`/dashboard/sources/${source.id}`);
     assert.match(
       before,

@@ -16,6 +16,7 @@ import {
   ConnectorError,
   type ConnectorProvider,
   type ConnectorSubject,
+  type ConnectorToolkit,
   NOT_CONFIGURED_MESSAGE,
 } from './connector/types.ts';
 import type { Deps } from './deps.ts';
@@ -27,6 +28,11 @@ const STATE_CACHE_ENTRIES = 10_000;
 /** A callback link works this long after the connect that made it. */
 const CALLBACK_LIFETIME_MS = 60 * 60_000;
 const CALLBACK_AAD = 'connector-callback';
+/**
+ * A sign-in start (its requests together) gives up after this long, and a state refresh after
+ * half of it: a person waits for either.
+ */
+export const CONNECT_DEADLINE_MS = 30_000;
 /** The public path the provider sends the person back to. */
 export const CALLBACK_PATH = '/api/svc/connectors/callback';
 
@@ -101,7 +107,7 @@ export async function startConnectorConnect(deps: Deps, source: Row): Promise<{ 
   const subject = subjectOf(source);
   const callback = `${deps.config.publicUrl}${CALLBACK_PATH}?state=${sealCallbackState(deps, source)}`;
   try {
-    return await provider.startConnection(subject, callback, new AbortController().signal);
+    return await provider.startConnection(subject, callback, AbortSignal.timeout(CONNECT_DEADLINE_MS));
   } catch (err) {
     apiError(err, source);
   }
@@ -149,7 +155,7 @@ export async function refreshConnectorState(
     return known.connected;
   const subject = connectorSubject(source.organization_id, source.id, toolkit);
   try {
-    const account = await provider.account(subject, new AbortController().signal);
+    const account = await provider.account(subject, AbortSignal.timeout(CONNECT_DEADLINE_MS / 2));
     await recordAccount(deps, source, subject, account);
     return account?.connected ?? false;
   } catch (err) {
@@ -166,6 +172,29 @@ export async function refreshConnectorState(
 export async function refreshForView(deps: Deps, organizationId: string, sourceId: string): Promise<void> {
   const row = await findSource(deps.db, organizationId, sourceId);
   if (row) await refreshConnectorState(deps, row, { maxAgeMs: STATE_MAX_AGE_MS });
+}
+
+/** The provider's toolkits, as the dashboard's form offers them: asked at most once an hour. */
+const TOOLKITS_MAX_AGE_MS = 60 * 60_000;
+let toolkits: { at: number; list: ConnectorToolkit[] } | undefined;
+
+/**
+ * The toolkits the configured provider offers (for the source form's suggestions); empty without
+ * a provider or when it does not answer, which the form does without.
+ */
+export async function offeredToolkits(deps: Deps): Promise<ConnectorToolkit[]> {
+  const provider = connectorProvider(deps.config);
+  if (!provider) return [];
+  const now = deps.clock.now().getTime();
+  if (toolkits && now - toolkits.at < TOOLKITS_MAX_AGE_MS) return toolkits.list;
+  try {
+    toolkits = { at: now, list: await provider.listToolkits(AbortSignal.timeout(CONNECT_DEADLINE_MS)) };
+    return toolkits.list;
+  } catch (err) {
+    if (!(err instanceof ConnectorError)) throw err;
+    deps.log.warn({ kind: err.kind, err: err.message }, 'connector toolkits not listed');
+    return [];
+  }
 }
 
 /**

@@ -87,7 +87,11 @@ export async function requestJson(fetch: FetchLike, request: JsonRequest): Promi
     if (timeout.aborted) {
       throw new ConnectorError('timeout', `${what} did not answer within ${request.timeoutMs / 1000} s`);
     }
-    if (request.signal.aborted) throw err;
+    if (request.signal.aborted) {
+      // The caller's own deadline is a time-out like the request's; any other abort is theirs.
+      if ((request.signal.reason as { name?: unknown } | undefined)?.name !== 'TimeoutError') throw err;
+      throw new ConnectorError('timeout', `${what} did not answer in time`);
+    }
     for (let e: unknown = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
       if (e instanceof OutboundUrlError) {
         throw new ConnectorError(e.reason === 'refused' ? 'refused' : 'unreachable', `${what}: ${e.message}`);

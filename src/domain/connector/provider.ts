@@ -5,24 +5,25 @@ import { outboundFetch } from '../../lib/outbound.ts';
 import { ComposioProvider } from './composio.ts';
 import type { ConnectorProvider, ConnectorSubject } from './types.ts';
 
-const providers = new WeakMap<Config, ConnectorProvider>();
+/** One provider per configuration object (the service's Config: one for the process). */
+const providers = new WeakMap<object, ConnectorProvider>();
 
 /** The configured provider (one per Config), or undefined when SVC_CONNECTOR_PROVIDER is unset. */
 export function connectorProvider(
-  config: Pick<Config, 'connector' | 'allowPrivateUrls'>,
+  config: Partial<Pick<Config, 'connector'>> & Pick<Config, 'allowPrivateUrls'>,
 ): ConnectorProvider | undefined {
   const settings = config.connector;
   if (!settings) return undefined;
-  const known = providers.get(config as Config);
+  const known = providers.get(config);
   if (known) return known;
-  // Only one implementation today; the switch is where another would go.
+  // settings.provider is `composio`, the one implementation; another would be chosen here.
   const provider = new ComposioProvider({
     apiBase: settings.apiBase,
     apiKey: settings.apiKey,
     // The operator's base URL passes the private-address guard like every outbound call.
     fetch: outboundFetch(config),
   });
-  providers.set(config as Config, provider);
+  providers.set(config, provider);
   return provider;
 }
 

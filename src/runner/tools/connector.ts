@@ -33,10 +33,7 @@ export async function connectConnectorSource(
     errorType,
     message: capText(`source "${source.name}": ${detail}`, 1000),
   });
-  const provider = connectorProvider({
-    connector: options.config.connector,
-    allowPrivateUrls: options.config.allowPrivateUrls,
-  });
+  const provider = connectorProvider(options.config);
   if (!provider) return fail('not_configured', NOT_CONFIGURED_MESSAGE);
   const toolkit = connectorToolkitOf({ auth_config: source.authConfig });
   if (!toolkit) return fail('not_configured', NO_TOOLKIT_MESSAGE);

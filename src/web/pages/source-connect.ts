@@ -3,6 +3,7 @@
 // (POST /sources/{id}/connect) and sends the browser there. The provider sends it back through
 // the service's callback to the source's page, with `done=connected` or `done=not-connected`.
 import type { FastifyReply } from 'fastify';
+import type { ConnectorToolkit } from '../../domain/connector/types.ts';
 import type { Deps } from '../../domain/deps.ts';
 import { startSourceConnect } from '../../domain/source-connect.ts';
 import type { Viewer } from '../../domain/users.ts';
@@ -26,6 +27,12 @@ export function connectorRows(source: Source): Html | string {
   const state = source.connectorConnected ? 'connected' : 'not connected';
   return html`<tr><th scope="row">Toolkit</th><td>${source.authConfig?.provider ? html`<code>${source.authConfig.provider}</code>` : html`<span class="muted">not set: edit the source and name its toolkit</span>`}</td></tr>
   <tr><th scope="row">Connector</th><td>${badge(state === 'connected' ? 'active' : 'inactive')} ${state}</td></tr>`;
+}
+
+/** The provider's toolkits as suggestions of the form's toolkit field (`list="toolkits"`). */
+export function toolkitSuggestions(toolkits: readonly ConnectorToolkit[]): Html | string {
+  if (toolkits.length === 0) return '';
+  return html`<datalist id="toolkits">${toolkits.map((t) => html`<option value="${t.slug}">${t.name}</option>`)}</datalist>`;
 }
 
 /** The Connect button of a connector source (Reconnect once connected). */

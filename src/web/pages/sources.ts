@@ -7,7 +7,8 @@
 // empty: sending the mask (or leaving a credential blank) keeps the stored value, as the API's
 // PATCH does (docs/api.md, "Secrets"); a credential is removed with its "remove" box.
 import type { FastifyReply } from 'fastify';
-import { refreshForView } from '../../domain/connectors.ts';
+import type { ConnectorToolkit } from '../../domain/connector/types.ts';
+import { offeredToolkits, refreshForView } from '../../domain/connectors.ts';
 import type { Deps } from '../../domain/deps.ts';
 import { createSource, deleteSource, getSource, listSources, updateSource } from '../../domain/sources.ts';
 import type { Viewer } from '../../domain/users.ts';
@@ -45,7 +46,13 @@ import {
   withDetails,
 } from '../page-kit.ts';
 import type { WebScope } from '../plugin.ts';
-import { CONNECT_DONE, connectButton, connectorRows, sourceConnectPages } from './source-connect.ts';
+import {
+  CONNECT_DONE,
+  connectButton,
+  connectorRows,
+  sourceConnectPages,
+  toolkitSuggestions,
+} from './source-connect.ts';
 
 const section = '/dashboard/sources';
 
@@ -269,7 +276,7 @@ const options = (values: readonly string[], chosen: string, empty?: string) =>
 function formPage(
   deps: Deps,
   viewer: Viewer,
-  o: { source?: Source; values: SourceValues; error?: AppError },
+  o: { source?: Source; values: SourceValues; error?: AppError; toolkits?: readonly ConnectorToolkit[] },
 ): string {
   const { source, values: v, error: err } = o;
   const title = source ? `Edit ${source.name}` : 'New source';
@@ -319,7 +326,7 @@ ${problemsFlash(err, LABELS)}
     <div><label for="authType">Method</label><select id="authType" name="authType" ${inv('authType')}>${options(AUTH_TYPES, v.authType, 'not set')}</select></div>
     <div><label for="headerName">Header name (query: parameter name)</label><input id="headerName" name="headerName" maxlength="200" value="${v.headerName}" ${inv('authConfig/headerName')}></div>
     <div><label for="prefix">Prefix (bearer: default Bearer)</label><input id="prefix" name="prefix" maxlength="100" value="${v.prefix}" ${inv('authConfig/prefix')}></div>
-    <div><label for="provider">Provider or toolkit (connector: the toolkit, for example github)</label><input id="provider" name="provider" maxlength="100" spellcheck="false" value="${v.provider}" ${inv('authConfig/provider')}></div>
+    <div><label for="provider">Provider or toolkit (connector: the toolkit, for example github)</label><input id="provider" name="provider" maxlength="100" spellcheck="false" value="${v.provider}" ${o.toolkits?.length ? raw('list="toolkits"') : ''} ${inv('authConfig/provider')}>${toolkitSuggestions(o.toolkits ?? [])}</div>
     ${CREDENTIAL_KEYS.map(
       (key) => html`<div><label for="${key}">${CREDENTIAL_LABELS[key]}</label>
       <input id="${key}" name="${key}" type="password" autocomplete="new-password" spellcheck="false" value="${v.credentials[key]}" ${stored(key) ? raw('placeholder="stored: leave blank to keep"') : ''} ${inv(`authConfig/${key}`)}>
@@ -421,7 +428,7 @@ export function sourcePages(scope: WebScope, deps: Deps): void {
   scope.get(`${section}/new`, async (request, reply) => {
     const viewer = viewerOf(request);
     const values = valuesOfForm({}, 'mcp');
-    return sendHtml(reply, 200, formPage(deps, viewer, { values }));
+    return sendHtml(reply, 200, formPage(deps, viewer, { values, toolkits: await offeredToolkits(deps) }));
   });
 
   scope.post(section, async (request, reply) => {
@@ -453,7 +460,8 @@ export function sourcePages(scope: WebScope, deps: Deps): void {
     const viewer = viewerOf(request);
     const source = await sourceOf(viewer, request.params.id);
     if (!source) return missing(reply, viewer);
-    return sendHtml(reply, 200, formPage(deps, viewer, { source, values: valuesOfSource(source) }));
+    const toolkits = await offeredToolkits(deps);
+    return sendHtml(reply, 200, formPage(deps, viewer, { source, values: valuesOfSource(source), toolkits }));
   });
 
   scope.post<IdParams>(`${section}/:id`, async (request, reply) => {
