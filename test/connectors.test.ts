@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { loadConfig } from '../src/config.ts';
 import { ComposioProvider } from '../src/domain/connector/composio.ts';
 import { connectorSubject } from '../src/domain/connector/provider.ts';
 import { ConnectorError } from '../src/domain/connector/types.ts';
@@ -431,4 +432,33 @@ test('without a connector provider, connect is a 503 and a run fails with "conne
   } finally {
     await svc.close();
   }
+});
+
+test('the provider is configured by environment: the key is required with it, and only known providers are taken', () => {
+  const base = { SVC_DATA_DIR: 'memory://', SVC_SECRET_KEY: Buffer.alloc(32, 7).toString('base64') };
+  assert.equal(loadConfig(base).connector, undefined);
+  assert.throws(
+    () => loadConfig({ ...base, SVC_CONNECTOR_PROVIDER: 'composio' }),
+    /invalid configuration: SVC_CONNECTOR_API_KEY is required when SVC_CONNECTOR_PROVIDER is set/,
+  );
+  assert.throws(
+    () => loadConfig({ ...base, SVC_CONNECTOR_PROVIDER: 'zapier', SVC_CONNECTOR_API_KEY: 'k' }),
+    /invalid configuration: SVC_CONNECTOR_PROVIDER must be one of composio/,
+  );
+  const config = loadConfig({
+    ...base,
+    SVC_CONNECTOR_PROVIDER: 'Composio',
+    SVC_CONNECTOR_API_KEY: 'ak_1',
+    SVC_CONNECTOR_API_BASE: 'https://proxy.example.com/composio/',
+  });
+  assert.deepEqual(config.connector, {
+    provider: 'composio',
+    apiKey: 'ak_1',
+    apiBase: 'https://proxy.example.com/composio',
+  });
+  assert.equal(
+    loadConfig({ ...base, SVC_CONNECTOR_PROVIDER: 'composio', SVC_CONNECTOR_API_KEY: 'k' }).connector
+      ?.apiBase,
+    'https://backend.composio.dev',
+  );
 });
