@@ -56,7 +56,12 @@ export const AuthConfigInput = Type.Object(
   {
     headerName: Type.Optional(Type.String({ maxLength: 200 })),
     prefix: Type.Optional(Type.String({ maxLength: 100 })),
-    provider: Type.Optional(Type.String({ maxLength: 100 })),
+    provider: Type.Optional(
+      Type.String({
+        maxLength: 100,
+        description: "For a connector source: the connector provider's toolkit, for example github",
+      }),
+    ),
     token: Type.Optional(Secret),
     username: Type.Optional(Secret),
     password: Type.Optional(Secret),
