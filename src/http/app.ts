@@ -23,6 +23,7 @@ import { modelRoutes } from './routes/models.ts';
 import { runRoutes } from './routes/runs.ts';
 import { scheduleRoutes } from './routes/schedules.ts';
 import { skillRoutes } from './routes/skills.ts';
+import { sourceConnectRoutes } from './routes/source-connect.ts';
 import { sourceRoutes } from './routes/sources.ts';
 import { statsRoutes } from './routes/stats.ts';
 import { taskRoutes } from './routes/tasks.ts';
@@ -160,6 +161,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
         statsRoutes,
         skillRoutes,
         sourceRoutes,
+        sourceConnectRoutes,
         modelRoutes,
         billingStatusRoutes,
         billingRoutes,

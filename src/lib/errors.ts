@@ -20,6 +20,7 @@ export const ERROR_STATUS = {
   request_header_too_large: 431,
   internal_error: 500,
   not_implemented: 501,
+  upstream_error: 502,
   service_unavailable: 503,
   billing_not_configured: 503,
 } as const;
@@ -77,6 +78,8 @@ export const errors = {
   billingNotConfigured: (message: string, cause?: unknown) =>
     new AppError('billing_not_configured', message, { cause }),
   notImplemented: (message: string) => new AppError('not_implemented', message),
+  /** A server the service talks to on the caller's behalf (an OAuth provider) failed; the message says which and how. */
+  upstream: (message: string) => new AppError('upstream_error', message),
 };
 
 export interface ErrorBody {

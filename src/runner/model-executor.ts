@@ -6,6 +6,7 @@ import type {
   ChatCompletionMessageToolCall,
 } from 'openai/resources/chat/completions';
 import type { Config } from '../config.ts';
+import type { Deps } from '../domain/deps.ts';
 import { catalogCostCents, type ModelCatalog } from '../domain/models.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import { RunBudget } from './cost-cap.ts';
@@ -18,7 +19,7 @@ import { openRunSources } from './run-sources.ts';
 import { Toolbox } from './toolbox.ts';
 import type { ConnectErrorType } from './tools/types.ts';
 
-export interface ExecutorDeps {
+export interface ExecutorDeps extends Pick<Deps, 'db' | 'clock'> {
   config: Config;
   models: ModelCatalog;
   secretBox: SecretBox;
@@ -105,7 +106,7 @@ export function modelExecutor(deps: ExecutorDeps): RunExecutor {
       const structured = schema !== null && model.supportsStructuredOutput === true;
       // Without structured output the schema is asked for in words, just before the prompt.
       if (schema && !structured) messages.splice(-1, 0, outputSchemaInstruction(schema));
-      const opened = sources.length > 0 ? await openRunSources(deps, sources, signal) : undefined;
+      const opened = sources.length > 0 ? await openRunSources(deps, sources, signal, task.id) : undefined;
       if (opened && !opened.ok) return failure(sourceFailure(opened.errorType), opened.message);
       try {
         const tooMany = opened?.toolbox.boundsProblem();

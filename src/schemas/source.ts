@@ -52,11 +52,21 @@ export const SourceConfigInput = Type.Object(
 );
 export type SourceConfigInput = Static<typeof SourceConfigInput>;
 
+/** authType oauth: an api source names its provider's endpoints and scopes (MCP servers are discovered). */
+const oauthEndpoints = {
+  authorizationUrl: Type.Optional(Url('authType oauth, api sources: the authorization endpoint')),
+  tokenUrl: Type.Optional(Url('authType oauth, api sources: the token endpoint')),
+  scope: Type.Optional(
+    Type.String({ maxLength: 1000, description: 'authType oauth: the scopes to ask for, space separated' }),
+  ),
+};
+
 export const AuthConfigInput = Type.Object(
   {
     headerName: Type.Optional(Type.String({ maxLength: 200 })),
     prefix: Type.Optional(Type.String({ maxLength: 100 })),
     provider: Type.Optional(Type.String({ maxLength: 100 })),
+    ...oauthEndpoints,
     token: Type.Optional(Secret),
     username: Type.Optional(Secret),
     password: Type.Optional(Secret),
@@ -129,6 +139,9 @@ export const AuthConfig = Type.Object({
   headerName: Type.Optional(Type.String()),
   prefix: Type.Optional(Type.String()),
   provider: Type.Optional(Type.String()),
+  authorizationUrl: Type.Optional(Type.String({ format: 'uri' })),
+  tokenUrl: Type.Optional(Type.String({ format: 'uri' })),
+  scope: Type.Optional(Type.String()),
   token: Type.Optional(Type.String({ description: `${SECRET_MASK} when set` })),
   username: Type.Optional(Type.String({ description: `${SECRET_MASK} when set` })),
   password: Type.Optional(Type.String({ description: `${SECRET_MASK} when set` })),

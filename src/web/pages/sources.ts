@@ -44,6 +44,7 @@ import {
   withDetails,
 } from '../page-kit.ts';
 import type { WebScope } from '../plugin.ts';
+import { connectionPanel } from './source-oauth.ts';
 
 const section = '/dashboard/sources';
 
@@ -80,6 +81,7 @@ const DONE: Record<string, string> = {
   created: 'Source created. Test it to list its tools.',
   saved: 'Source saved.',
   deleted: 'Source deleted.',
+  connected: 'Source connected: its sign-in is stored and runs use it.',
 };
 
 interface SourceValues {
@@ -335,7 +337,7 @@ function toolsTable(tools: Tool[]): Html {
 function sourcePage(
   viewer: Viewer,
   source: Source,
-  o: { flash?: Flash; test?: SourceTestResult } = {},
+  o: { flash?: Flash; test?: SourceTestResult; connection?: Html | undefined } = {},
 ): string {
   const c = source.config;
   const credentials = CREDENTIAL_KEYS.filter((k) => source.authConfig?.[k] === SECRET_MASK);
@@ -369,6 +371,7 @@ function sourcePage(
   ${row('Stored credentials', credentials.length ? credentials.map((k) => CREDENTIAL_LABELS[k]).join(', ') : undefined)}
   <tr><th scope="row">Last connected</th><td>${source.lastConnectedAt ? when(source.lastConnectedAt) : html`<span class="muted">never</span>`}</td></tr>
 </tbody></table></div>
+${o.connection ?? ''}
 <h2>Tools</h2>
 ${test && !test.success && tools.length ? html`<p class="muted">The test failed; these are the tools found by the last successful test.</p>` : ''}
 ${toolsTable(tools)}`,
@@ -435,7 +438,9 @@ export function sourcePages(scope: WebScope, deps: Deps): void {
     const viewer = viewerOf(request);
     const source = await sourceOf(viewer, request.params.id);
     if (!source) return missing(reply, viewer);
-    return sendHtml(reply, 200, sourcePage(viewer, source, { flash: doneFlash(request.query, DONE) }));
+    const flash = doneFlash(request.query, DONE);
+    const connection = await connectionPanel(deps, viewer, source);
+    return sendHtml(reply, 200, sourcePage(viewer, source, { flash, connection }));
   });
 
   scope.get<IdParams>(`${section}/:id/edit`, async (request, reply) => {
@@ -472,7 +477,8 @@ export function sourcePages(scope: WebScope, deps: Deps): void {
     const test = await found(() => testSource(deps, viewer.organizationId, id));
     const source = test && (await sourceOf(viewer, id));
     if (!test || !source) return missing(reply, viewer);
-    return sendHtml(reply, 200, sourcePage(viewer, source, { test }));
+    const connection = await connectionPanel(deps, viewer, source);
+    return sendHtml(reply, 200, sourcePage(viewer, source, { test, connection }));
   });
 
   deleteRoutes(scope, {

@@ -1,0 +1,82 @@
+// The OAuth sign-in of a source on the dashboard: its state on the source page (connected,
+// expired, never connected) with a Connect or Reconnect button, the button's route (which
+// answers with a redirect to the provider), and the public callback the provider sends the
+// browser back to.
+import type { Deps } from '../../domain/deps.ts';
+import {
+  OAUTH_CALLBACK_PATH,
+  type OAuthConnectionState,
+  oauthConnectionState,
+} from '../../domain/source-oauth.ts';
+import type { Viewer } from '../../domain/users.ts';
+import { AppError } from '../../lib/errors.ts';
+import { finishSourceConnect, startSourceConnect } from '../../runner/source-oauth.ts';
+import type { Source } from '../../schemas/source.ts';
+import { viewerOf } from '../auth.ts';
+import { type Html, html } from '../html.ts';
+import { csrfField, page } from '../layout.ts';
+import { isUuid, sendHtml } from '../page-kit.ts';
+import type { WebScope } from '../plugin.ts';
+
+const section = '/dashboard/sources';
+
+const STATE_TEXT: Record<OAuthConnectionState, string> = {
+  connected: 'connected',
+  expired: 'expired',
+  never_connected: 'never connected',
+};
+
+/** The sign-in section of an oauth source's page; nothing for other sources. */
+export async function connectionPanel(deps: Deps, viewer: Viewer, source: Source): Promise<Html | undefined> {
+  if (source.authType !== 'oauth') return undefined;
+  const { state, failure } = await oauthConnectionState(deps, viewer.organizationId, source.id);
+  const action = state === 'never_connected' ? 'Connect' : 'Reconnect';
+  return html`<section aria-labelledby="sign-in-title"><h2 id="sign-in-title">Sign-in</h2>
+<p>OAuth: <span class="badge ${state === 'connected' ? 'active' : 'inactive'}" id="oauth-state">${STATE_TEXT[state]}</span>
+${state === 'expired' ? html` <span class="muted" id="oauth-failure">${failure ?? ''} Runs that use this source fail until it is reconnected.</span>` : ''}</p>
+<form method="post" action="${section}/${source.id}/connect" class="inline">${csrfField(viewer.csrfToken)}<button type="submit" id="oauth-connect">${action}</button></form>
+</section>`;
+}
+
+function problemPage(viewer: Viewer | undefined, message: string, sourceId?: string): string {
+  return page(
+    { title: 'Sign-in failed', viewer, section },
+    html`<h1>Sign-in failed</h1><p role="alert" id="oauth-problem">${message}</p>
+${sourceId && viewer ? html`<p><a href="${section}/${sourceId}">Back to the source</a></p>` : ''}`,
+  );
+}
+
+/** Connect (signed in): starts the sign-in and sends the browser to the provider. */
+export function sourceConnectPages(scope: WebScope, deps: Deps): void {
+  scope.post<{ Params: { id: string } }>(`${section}/:id/connect`, async (request, reply) => {
+    const viewer = viewerOf(request);
+    const id = request.params.id;
+    try {
+      if (!isUuid(id)) throw new AppError('not_found', 'Source not found');
+      const { url } = await startSourceConnect(deps, viewer.organizationId, id);
+      return reply.redirect(url, 303);
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      return sendHtml(reply, err.status, problemPage(viewer, err.message, isUuid(id) ? id : undefined));
+    }
+  });
+}
+
+/**
+ * The callback (public: the provider's redirect carries no session of ours, and a sign-in
+ * started through the API has none). The state alone says whose sign-in it is.
+ */
+export function oauthCallbackPage(scope: WebScope, deps: Deps): void {
+  scope.get<{ Querystring: Record<string, unknown> }>(OAUTH_CALLBACK_PATH, async (request, reply) => {
+    const q = request.query ?? {};
+    const text = (name: string) => (typeof q[name] === 'string' ? (q[name] as string) : undefined);
+    const outcome = await finishSourceConnect(deps, {
+      ...(text('state') !== undefined && { state: text('state') }),
+      ...(text('code') !== undefined && { code: text('code') }),
+      ...(text('error') !== undefined && { error: text('error') }),
+      ...(text('error_description') !== undefined && { error_description: text('error_description') }),
+    });
+    if (outcome.ok) return reply.redirect(`${section}/${outcome.sourceId}?done=connected`, 303);
+    return sendHtml(reply, 400, problemPage(request.viewer, outcome.message, outcome.sourceId));
+  });
+}
