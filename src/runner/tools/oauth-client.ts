@@ -76,6 +76,8 @@ function apiDiscovery(api: ApiEndpoints): OAuthDiscoveryState {
     token_endpoint: api.tokenUrl,
     response_types_supported: ['code'],
     code_challenge_methods_supported: ['S256'],
+    // The client's secret goes in the form body: the one way every provider takes.
+    token_endpoint_auth_methods_supported: ['client_secret_post', 'none'],
   };
   return { authorizationServerUrl: metadata.issuer, authorizationServerMetadata: metadata };
 }
