@@ -4,6 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import Stripe from 'stripe';
 import { assertEnvelope } from './helpers/assertions.ts';
 import { recordRunOutcome } from './helpers/fixtures.ts';
+import { type OAuthMcpServer, startOAuthMcpServer } from './helpers/oauth-mcp-server.ts';
 import {
   fieldProblems,
   hasOperation,
@@ -43,6 +44,7 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
   let org: { organizationId: string; apiKey: string };
   let other: { organizationId: string; apiKey: string };
   let stripe: StripeTestServer;
+  let oauthServer: OAuthMcpServer | undefined;
 
   /** A call whose response is checked against the document; the key defaults to `org`'s. */
   const api = async (
@@ -83,6 +85,8 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
         STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
         STRIPE_PRICE_ID: 'price_contract',
         SVC_STRIPE_API_BASE: stripe.url,
+        // The OAuth sign-in of a source reaches its authorization server on 127.0.0.1.
+        SVC_ALLOW_PRIVATE_URLS: 'true',
       },
     });
     const res = await svc.call({ method: 'GET', url: '/api/svc/openapi.json' });
@@ -97,6 +101,7 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
   after(async () => {
     await svc?.close();
     await stripe?.close();
+    await oauthServer?.close();
   });
 
   describe('the document against the spec', () => {
@@ -369,6 +374,20 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
       const tested = await expect(200, 'POST', `/api/svc/sources/${ids.source}/test`);
       assert.equal(tested.success, false);
       await expect(404, 'POST', `/api/svc/sources/${nobody}/test`);
+      // An OAuth source's sign-in: the provider's URL to open; a source without OAuth is a 400.
+      oauthServer = await startOAuthMcpServer();
+      const signed = await expect(201, 'POST', '/api/svc/sources', {
+        body: {
+          ...weather,
+          type: 'mcp',
+          authType: 'oauth',
+          config: { transport: 'http', url: oauthServer.mcpUrl },
+        },
+      });
+      const connect = await expect(200, 'POST', `/api/svc/sources/${signed.id}/connect`);
+      assert.ok(connect.url.startsWith(oauthServer.issuer));
+      await expect(400, 'POST', `/api/svc/sources/${spare.id}/connect`);
+      await expect(404, 'POST', `/api/svc/sources/${nobody}/connect`);
       await expect(204, 'DELETE', `/api/svc/sources/${spare.id}`);
       await expect(404, 'DELETE', `/api/svc/sources/${spare.id}`);
     });
