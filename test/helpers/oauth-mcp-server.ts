@@ -38,7 +38,7 @@ export interface OAuthMcpServer {
   mcpUrl: string;
   /** The authorization server's base URL (its metadata, authorize and token endpoints). */
   issuer: string;
-  /** Every secret the server handed out (tokens, client secrets, codes): none may leak. */
+  /** Every secret of the sign-ins (tokens, client secrets, codes, PKCE verifiers): none may leak. */
   secrets(): string[];
   /** Access tokens issued from now on live this many seconds. */
   accessTtlSeconds: number;
@@ -72,7 +72,8 @@ export async function startOAuthMcpServer(): Promise<OAuthMcpServer> {
   const counts = { registrations: 0, authorizations: 0, codeExchanges: 0, refreshes: 0, refusedRefreshes: 0 };
   const state = { accessTtlSeconds: 3600 };
   const secret = (prefix: string) => {
-    const value = `${prefix}-${randomBytes(18).toString('base64url')}`;
+    // A canary: `canary-<what>-<32 hex>`, whose pieces a leak test can look for.
+    const value = `canary-${prefix}-${randomBytes(16).toString('hex')}`;
     handedOut.push(value);
     return value;
   };
@@ -174,6 +175,11 @@ export async function startOAuthMcpServer(): Promise<OAuthMcpServer> {
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const mcpUrl = `${base}/mcp`;
   const noLimit = { rateLimit: false as const };
+  // The PKCE verifiers the service sent are secrets of the sign-in too: kept for leak tests.
+  app.use('/token', express.urlencoded({ extended: false }), (req: any, _res: any, next: () => void) => {
+    if (typeof req.body?.code_verifier === 'string') handedOut.push(req.body.code_verifier);
+    next();
+  });
   app.use(
     mcpAuthRouter({
       provider,
