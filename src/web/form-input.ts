@@ -106,6 +106,7 @@ const FORM_PAGES: Record<string, string> = {
   '/dashboard/sources': '/dashboard/sources/new',
   '/dashboard/sources/:id': '/dashboard/sources/:id/edit',
   '/dashboard/sources/:id/test': '/dashboard/sources/:id',
+  '/dashboard/sources/:id/connect': '/dashboard/sources/:id',
 };
 
 function formPageOf(request: FastifyRequest): string {

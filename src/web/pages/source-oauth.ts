@@ -31,7 +31,20 @@ export async function connectionPanel(deps: Deps, viewer: Viewer, source: Source
   if (source.authType !== 'oauth') return undefined;
   const { state, failure } = await oauthConnectionState(deps, viewer.organizationId, source.id);
   const action = state === 'never_connected' ? 'Connect' : 'Reconnect';
+  const ac = source.authConfig ?? {};
+  const setting = (label: string, value: string | undefined) =>
+    value ? html`<tr><th scope="row">${label}</th><td>${value}</td></tr>` : '';
+  const settings = [
+    setting(
+      'Client',
+      ac.provider ? `${ac.provider} (SVC_OAUTH_CLIENTS)` : 'registered with the server on connect',
+    ),
+    setting('Authorization endpoint', ac.authorizationUrl),
+    setting('Token endpoint', ac.tokenUrl),
+    setting('Scopes', ac.scope),
+  ];
   return html`<section aria-labelledby="sign-in-title"><h2 id="sign-in-title">Sign-in</h2>
+<div class="table-wrap"><table><tbody>${settings}</tbody></table></div>
 <p>OAuth: <span class="badge ${state === 'connected' ? 'active' : 'inactive'}" id="oauth-state">${STATE_TEXT[state]}</span>
 ${state === 'expired' ? html` <span class="muted" id="oauth-failure">${failure ?? ''} Runs that use this source fail until it is reconnected.</span>` : ''}</p>
 <form method="post" action="${section}/${source.id}/connect" class="inline">${csrfField(viewer.csrfToken)}<button type="submit" id="oauth-connect">${action}</button></form>

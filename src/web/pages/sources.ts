@@ -209,7 +209,11 @@ function authConfigOf(v: SourceValues, stored: Source['authConfig']): Record<str
   const auth: Record<string, string> = {};
   if (v.headerName) auth.headerName = v.headerName;
   if (v.prefix) auth.prefix = v.prefix;
-  if (stored?.provider) auth.provider = stored.provider;
+  // Set through the API; the form keeps them as stored.
+  for (const key of ['provider', 'authorizationUrl', 'tokenUrl', 'scope'] as const) {
+    const value = stored?.[key];
+    if (value) auth[key] = value;
+  }
   for (const key of CREDENTIAL_KEYS) {
     const typed = v.credentials[key];
     const isStored = stored?.[key] === SECRET_MASK;
