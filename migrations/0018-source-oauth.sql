@@ -17,6 +17,9 @@ CREATE TABLE source_oauth (
   version integer NOT NULL DEFAULT 1,
   -- Why the source became expired (safe to show: no secret).
   failure text,
+  -- One refresh at a time per source, across processes: a provider that rotates refresh tokens
+  -- refuses the second use of one, which must not expire a sign-in another run just renewed.
+  refresh_lease_until timestamptz,
   updated_at timestamptz NOT NULL
 );
 

@@ -45,6 +45,8 @@ describe('OAuth sources', () => {
       SVC_ALLOW_PRIVATE_URLS: 'true',
       SVC_PUBLIC_URL: PUBLIC_URL,
       SVC_OAUTH_CLIENTS: `operator=operator-client:operator-secret-0123456789`,
+      SVC_WORKER_CONCURRENCY: '4',
+      SVC_ORG_CONCURRENCY: '4',
     }));
     org = await svc.createOrg('paid');
     await unlimited(svc, org);
@@ -233,6 +235,22 @@ describe('OAuth sources', () => {
     assert.equal((await getSource(source.id)).isActive, true);
     const back = await run(task.id);
     assert.equal(back.status, 'completed', back.error);
+  });
+
+  test('runs that find the token refused at once share one refresh: a rotated refresh token is never used twice', async () => {
+    const source = await connectedSource('Shared');
+    const tasks = await Promise.all(
+      [1, 2, 3].map((n) => newTask(svc, org, { name: `Shared ${n}`, sourceIds: [source.id] })),
+    );
+    as.expireAccessTokens();
+    const refreshes = as.counts.refreshes;
+    const refused = as.counts.refusedRefreshes;
+    const ids = await Promise.all(tasks.map((t) => runNow(svc, org, t.id)));
+    const runs = await Promise.all(ids.map((id) => finishedRun(svc, org, id, 30_000)));
+    for (const r of runs) assert.equal(r.status, 'completed', r.error);
+    assert.equal(as.counts.refusedRefreshes, refused, 'no refresh token was used twice');
+    assert.equal(as.counts.refreshes, refreshes + 1, 'one refresh for all of them');
+    assert.equal((await getSource(source.id)).isActive, true);
   });
 
   test('an operator-registered client (SVC_OAUTH_CLIENTS) signs in without dynamic registration', async () => {

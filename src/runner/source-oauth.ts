@@ -5,7 +5,9 @@
 // makes the source inactive and tells the task's destinations once.
 import { OAuthError, ServerError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import {
+  claimSourceOAuthRefresh,
   findSourceOAuth,
+  releaseSourceOAuthRefresh,
   type SourceOAuthRow,
   saveConnectedSourceOAuth,
   saveRefreshedSourceOAuth,
@@ -36,7 +38,15 @@ import {
 import { redact } from './tools/redact.ts';
 
 /** A token this close to its end is refreshed before the run uses it. */
-export const REFRESH_MARGIN_MS = 60_000;
+const REFRESH_MARGIN_MS = 60_000;
+/** One refresh of a source at a time: the lease outlasts a refresh's requests (15 s each). */
+const REFRESH_LEASE_MS = 30_000;
+const REFRESH_POLL_MS = 200;
+
+const sleep = (ms: number) =>
+  new Promise<void>((resolve) => {
+    setTimeout(resolve, ms).unref();
+  });
 
 type OAuthDeps = Pick<Deps, 'config' | 'db' | 'clock' | 'secretBox'>;
 type SourceLike = Pick<
@@ -295,18 +305,30 @@ async function tokenOf(
   const options = clientOptions(deps, source, connection);
   if (typeof options === 'string')
     return { ok: false, errorType: 'not_configured', message: `source "${source.name}": ${options}` };
+  // Another process may be refreshing it right now: a second use of a rotated refresh token
+  // would be refused, so this one waits for that refresh and takes its token.
+  const now = deps.clock.now();
+  const claimed = await claimSourceOAuthRefresh(deps.db, {
+    sourceId: source.id,
+    version: row.version,
+    now,
+    until: new Date(now.getTime() + REFRESH_LEASE_MS),
+  });
+  if (!claimed) return afterOtherRefresh(deps, source, row, taskId);
   const failure = async (err: unknown): Promise<AccessToken> => {
     const why = failureText(err, secretsOf(connection));
     // The provider's own refusal (invalid_grant: revoked or expired; invalid_client...) ends the
     // sign-in; a server error, a time-out or no answer does not: the next run tries again.
     const refused =
       (err instanceof OAuthError && !(err instanceof ServerError)) || !connection.tokens?.refresh_token;
-    if (!refused)
+    if (!refused) {
+      await releaseSourceOAuthRefresh(deps.db, source.id, row.version);
       return {
         ok: false,
         errorType: 'unreachable',
         message: `source "${source.name}": the OAuth token could not be refreshed (${why}); the next run tries again`,
       };
+    }
     const changed = await expireConnection(deps, {
       sourceId: source.id,
       sourceName: source.name,
@@ -341,4 +363,30 @@ async function tokenOf(
     if (latest) return tokenOf(deps, source, latest, taskId, false);
   }
   return ready(access);
+}
+
+/** Waits for the refresh another process holds the lease of, then uses what it left. */
+async function afterOtherRefresh(
+  deps: OAuthDeps,
+  source: SourceLike,
+  row: SourceOAuthRow,
+  taskId: string | undefined,
+): Promise<AccessToken> {
+  const deadline = Date.now() + REFRESH_LEASE_MS + 5_000;
+  while (Date.now() < deadline) {
+    await sleep(REFRESH_POLL_MS);
+    const latest = await findSourceOAuth(deps.db, source.organization_id, source.id);
+    if (!latest) break;
+    if (latest.version !== row.version || latest.status !== row.status)
+      return tokenOf(deps, source, latest, taskId, false);
+    // The other process gave up (or died): this one may try.
+    const lease = latest.refresh_lease_until?.getTime();
+    if (lease === undefined || lease <= deps.clock.now().getTime())
+      return tokenOf(deps, source, latest, taskId, true);
+  }
+  return {
+    ok: false,
+    errorType: 'unreachable',
+    message: `source "${source.name}": another refresh of its OAuth sign-in did not finish in time; the next run tries again`,
+  };
 }

@@ -13,6 +13,7 @@ export interface SourceOAuthRow {
   access_expires_at: Date | null;
   version: number;
   failure: string | null;
+  refresh_lease_until: Date | null;
   updated_at: Date;
 }
 
@@ -50,7 +51,8 @@ export async function saveConnectedSourceOAuth(
         WHERE s.organization_id = $1 AND s.id = $2
        ON CONFLICT (source_id) DO UPDATE
          SET sealed = EXCLUDED.sealed, status = 'connected', access_expires_at = EXCLUDED.access_expires_at,
-             version = source_oauth.version + 1, failure = NULL, updated_at = EXCLUDED.updated_at
+             version = source_oauth.version + 1, failure = NULL, updated_at = EXCLUDED.updated_at,
+             refresh_lease_until = NULL
        RETURNING source_id)
      UPDATE sources SET is_active = true, last_connected_at = $5, updated_at = $5
       WHERE id IN (SELECT source_id FROM saved)`,
@@ -68,7 +70,8 @@ export async function saveRefreshedSourceOAuth(
 ): Promise<boolean> {
   const updated = await db.query(
     `WITH saved AS (
-       UPDATE source_oauth SET sealed = $3, access_expires_at = $4, version = version + 1, updated_at = $5
+       UPDATE source_oauth SET sealed = $3, access_expires_at = $4, version = version + 1, updated_at = $5,
+              refresh_lease_until = NULL
         WHERE source_id = $1 AND version = $2 AND status = 'connected' RETURNING source_id)
      UPDATE sources SET is_active = true, last_connected_at = $5, updated_at = $5
       WHERE id IN (SELECT source_id FROM saved) RETURNING id`,
@@ -88,13 +91,42 @@ export async function expireSourceOAuth(
 ): Promise<boolean> {
   const updated = await db.query(
     `WITH expired AS (
-       UPDATE source_oauth SET status = 'expired', failure = $3, updated_at = $4
+       UPDATE source_oauth SET status = 'expired', failure = $3, updated_at = $4, refresh_lease_until = NULL
         WHERE source_id = $1 AND version = $2 AND status = 'connected' RETURNING source_id)
      UPDATE sources SET is_active = false, updated_at = $4
       WHERE id IN (SELECT source_id FROM expired) RETURNING id`,
     [row.sourceId, row.version, row.failure, row.now],
   );
   return updated.length > 0;
+}
+
+/**
+ * Takes the right to refresh the connection at `version` until `until`: false while another
+ * process holds it (or once the version moved on). Saving or expiring the tokens ends it.
+ */
+export async function claimSourceOAuthRefresh(
+  db: Queryable,
+  row: { sourceId: string; version: number; now: Date; until: Date },
+): Promise<boolean> {
+  const claimed = await db.query(
+    `UPDATE source_oauth SET refresh_lease_until = $4
+      WHERE source_id = $1 AND version = $2 AND status = 'connected'
+        AND (refresh_lease_until IS NULL OR refresh_lease_until <= $3) RETURNING source_id`,
+    [row.sourceId, row.version, row.now, row.until],
+  );
+  return claimed.length > 0;
+}
+
+/** Gives the right to refresh back (a refresh that failed for want of an answer). */
+export async function releaseSourceOAuthRefresh(
+  db: Queryable,
+  sourceId: string,
+  version: number,
+): Promise<void> {
+  await db.query('UPDATE source_oauth SET refresh_lease_until = NULL WHERE source_id = $1 AND version = $2', [
+    sourceId,
+    version,
+  ]);
 }
 
 /** A source's pending sign-ins beyond one are dropped: starting a new one replaces the old. */
