@@ -253,6 +253,59 @@ describe('OAuth sources', () => {
     assert.equal((await getSource(source.id)).isActive, true);
   });
 
+  test("an outage of the provider's token endpoint fails the run but keeps the sign-in; the next run refreshes", async () => {
+    const source = await connectedSource('Flaky');
+    const task = await newTask(svc, org, {
+      sourceIds: [source.id],
+      destinations: [{ type: 'webhook', value: hook.url }],
+    });
+    as.expireAccessTokens();
+    as.tokenOutage = true;
+    const failed = await run(task.id).finally(() => {
+      as.tokenOutage = false;
+    });
+    assert.equal(failed.status, 'failed');
+    assert.match(
+      failed.error,
+      /source "Flaky": the OAuth token could not be refreshed .*the next run tries again/,
+    );
+    assert.equal((await getSource(source.id)).isActive, true, 'an outage does not sign the source out');
+    assert.equal((await notices(task.id)).length, 0);
+    const next = await run(task.id);
+    assert.equal(next.status, 'completed', next.error);
+  });
+
+  test('a never-connected source, or one whose URL changed since its sign-in, is not sent a token and asks to be (re)connected', async () => {
+    const fresh = await create(svc, org, 'sources', {
+      type: 'mcp',
+      name: 'Fresh',
+      config: { transport: 'http', url: as.mcpUrl },
+      authType: 'oauth',
+    });
+    const tested = await svc.call({
+      method: 'POST',
+      url: `/api/svc/sources/${fresh.id}/test`,
+      key: org.apiKey,
+    });
+    assert.equal(tested.body.success, false);
+    assert.match(tested.body.message, /"Fresh" has never been connected: connect it/);
+
+    const moved = await connectedSource('Moved');
+    const patched = await svc.call({
+      method: 'PATCH',
+      url: `/api/svc/sources/${moved.id}`,
+      key: org.apiKey,
+      body: { config: { transport: 'http', url: `${as.mcpUrl}?elsewhere=1` } },
+    });
+    assert.equal(patched.status, 200, patched.raw);
+    const accepted = as.accepted.length;
+    const task = await newTask(svc, org, { sourceIds: [moved.id] });
+    const failed = await run(task.id);
+    assert.equal(failed.status, 'failed');
+    assert.match(failed.error, /source "Moved": its URL changed since it was connected; reconnect it/);
+    assert.equal(as.accepted.length, accepted, 'no token was sent');
+  });
+
   test('an operator-registered client (SVC_OAUTH_CLIENTS) signs in without dynamic registration', async () => {
     as.addClient({
       clientId: 'operator-client',

@@ -46,6 +46,8 @@ export interface OAuthMcpServer {
   expireAccessTokens(): void;
   /** Every refresh token issued so far stops working now. */
   revokeRefreshTokens(): void;
+  /** While true, the token endpoint answers 503 server_error (an outage, not a refusal). */
+  tokenOutage: boolean;
   /** The bearer tokens /mcp accepted, in order. */
   accepted: string[];
   counts: {
@@ -70,7 +72,7 @@ export async function startOAuthMcpServer(): Promise<OAuthMcpServer> {
   const refresh = new Map<string, Issued>();
   const handedOut: string[] = [];
   const counts = { registrations: 0, authorizations: 0, codeExchanges: 0, refreshes: 0, refusedRefreshes: 0 };
-  const state = { accessTtlSeconds: 3600 };
+  const state = { accessTtlSeconds: 3600, tokenOutage: false };
   const secret = (prefix: string) => {
     // A canary: `canary-<what>-<32 hex>`, whose pieces a leak test can look for.
     const value = `canary-${prefix}-${randomBytes(16).toString('hex')}`;
@@ -176,8 +178,10 @@ export async function startOAuthMcpServer(): Promise<OAuthMcpServer> {
   const mcpUrl = `${base}/mcp`;
   const noLimit = { rateLimit: false as const };
   // The PKCE verifiers the service sent are secrets of the sign-in too: kept for leak tests.
-  app.use('/token', express.urlencoded({ extended: false }), (req: any, _res: any, next: () => void) => {
+  app.use('/token', express.urlencoded({ extended: false }), (req: any, res: any, next: () => void) => {
     if (typeof req.body?.code_verifier === 'string') handedOut.push(req.body.code_verifier);
+    if (state.tokenOutage)
+      return res.status(503).json({ error: 'server_error', error_description: 'down for maintenance' });
     next();
   });
   app.use(
@@ -229,6 +233,12 @@ export async function startOAuthMcpServer(): Promise<OAuthMcpServer> {
     },
     set accessTtlSeconds(v: number) {
       state.accessTtlSeconds = v;
+    },
+    get tokenOutage() {
+      return state.tokenOutage;
+    },
+    set tokenOutage(v: boolean) {
+      state.tokenOutage = v;
     },
     expireAccessTokens() {
       for (const t of access.values()) t.expiresAt = Date.now() / 1000 - 1;
