@@ -40,7 +40,7 @@ export async function connectStoredSource(
   // An oauth source's access token comes from its sign-in (refreshed when near its end); a 401
   // to the connection gets one refresh and one more try.
   const oauth =
-    source.auth_type === 'oauth'
+    source.auth_type === 'oauth' && sendsAuth(source)
       ? await oauthAccessToken(deps, source, {
           hasOwnToken: secrets.credentials.token !== undefined,
           ...(taskId !== undefined && { taskId }),
@@ -78,6 +78,14 @@ export async function connectStoredSource(
   return startsProcess(source)
     ? withStdioSlot(deps.config, source.organization_id, source.name, connect)
     : connect();
+}
+
+/** Whether the source's auth goes over the network (an api, an MCP server not run by us). */
+function sendsAuth(source: RunSource): boolean {
+  if (source.type === 'api') return true;
+  if (source.type !== 'mcp') return false;
+  const transport = source.config.transport ?? (source.config.command !== undefined ? 'stdio' : 'http');
+  return transport !== 'stdio';
 }
 
 export type OpenedSources =
