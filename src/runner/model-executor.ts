@@ -19,7 +19,7 @@ import { openRunSources } from './run-sources.ts';
 import { Toolbox } from './toolbox.ts';
 import type { ConnectErrorType } from './tools/types.ts';
 
-export interface ExecutorDeps extends Pick<Deps, 'db' | 'clock'> {
+export interface ExecutorDeps extends Pick<Deps, 'db' | 'clock' | 'log'> {
   config: Config;
   models: ModelCatalog;
   secretBox: SecretBox;

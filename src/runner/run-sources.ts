@@ -15,7 +15,7 @@ import type { ConnectErrorType, ConnectResult, ToolConnection } from './tools/ty
 /** Connecting a source (and listing its tools) gives up after this long, in runs and tests alike. */
 export const SOURCE_CONNECT_TIMEOUT_MS = 15_000;
 
-export interface SourceDeps extends Pick<Deps, 'db' | 'clock'> {
+export interface SourceDeps extends Pick<Deps, 'db' | 'clock' | 'log'> {
   config: Config;
   secretBox: SecretBox;
 }

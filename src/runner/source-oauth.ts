@@ -48,7 +48,7 @@ const sleep = (ms: number) =>
     setTimeout(resolve, ms).unref();
   });
 
-type OAuthDeps = Pick<Deps, 'config' | 'db' | 'clock' | 'secretBox'>;
+type OAuthDeps = Pick<Deps, 'config' | 'db' | 'clock' | 'secretBox' | 'log'>;
 type SourceLike = Pick<
   SourceRow,
   'id' | 'organization_id' | 'name' | 'type' | 'config' | 'auth_type' | 'auth_config'
@@ -225,6 +225,7 @@ export async function finishSourceConnect(
     accessExpiresAt: accessExpiresAt(connection),
     now: deps.clock.now(),
   });
+  deps.log.info({ organizationId, sourceId }, 'source signed in with OAuth');
   return { ok: true, organizationId, sourceId, sourceName: source.name };
 }
 
@@ -321,8 +322,10 @@ async function tokenOf(
     // sign-in; a server error, a time-out or no answer does not: the next run tries again.
     const refused =
       (err instanceof OAuthError && !(err instanceof ServerError)) || !connection.tokens?.refresh_token;
+    const at = { organizationId: source.organization_id, sourceId: source.id, reason: why };
     if (!refused) {
       await releaseSourceOAuthRefresh(deps.db, source.id, row.version);
+      deps.log.warn(at, 'OAuth refresh of a source failed for want of an answer; the next run tries again');
       return {
         ok: false,
         errorType: 'unreachable',
@@ -336,6 +339,7 @@ async function tokenOf(
       failure: `the provider refused to refresh the sign-in (${why})`,
       ...(taskId !== undefined && { taskId }),
     });
+    if (changed) deps.log.warn(at, 'OAuth sign-in of a source expired: the provider refused the refresh');
     if (!changed) {
       // Another process changed the connection meanwhile (refreshed it, or expired it first).
       const latest = await findSourceOAuth(deps.db, source.organization_id, source.id);
