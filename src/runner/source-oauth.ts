@@ -162,6 +162,12 @@ export async function startSourceConnect(
       `Source "${source.name}": the sign-in could not start: ${failureText(err, secretsOf(connection))}`,
     );
   }
+  // The URL goes to a browser (a redirect of the dashboard): only a web page will do.
+  const { protocol } = begun.authorizationUrl;
+  if (protocol !== 'https:' && protocol !== 'http:')
+    throw errors.upstream(
+      `Source "${source.name}": the authorization server named a ${protocol} URL to sign in at`,
+    );
   const pending: PendingSignIn = { codeVerifier: begun.codeVerifier, connection: begun.connection };
   await savePendingSignIn(deps, organizationId, sourceId, state, pending);
   return { url: begun.authorizationUrl.toString() };

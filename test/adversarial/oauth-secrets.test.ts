@@ -242,7 +242,7 @@ describe('the secrets of an OAuth sign-in', () => {
 });
 
 /** A hand-made MCP server and authorization server whose answers a test chooses. */
-async function startScriptedProvider(mode: 'huge-registration' | 'huge-token') {
+async function startScriptedProvider(mode: 'huge-registration' | 'huge-token' | 'script-endpoint') {
   let requests = 0;
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     requests++;
@@ -264,7 +264,8 @@ async function startScriptedProvider(mode: 'huge-registration' | 'huge-token') {
     if (url.pathname.startsWith('/.well-known/oauth-authorization-server'))
       return json(200, {
         issuer: base,
-        authorization_endpoint: `${base}/authorize`,
+        authorization_endpoint:
+          mode === 'script-endpoint' ? 'javascript:alert(document.cookie)//' : `${base}/authorize`,
         token_endpoint: `${base}/token`,
         registration_endpoint: `${base}/register`,
         response_types_supported: ['code'],
@@ -325,6 +326,16 @@ describe('what OAuth providers answer is bounded, and the address guard applies'
       assert.equal(big.status, 502, big.raw);
       assert.equal(big.body.error.code, 'upstream_error');
       assert.match(big.body.error.message, /larger than 64 KiB/);
+
+      // An authorization endpoint that is not a web page is never handed to a browser.
+      const script = await startScriptedProvider('script-endpoint');
+      try {
+        const scripted = await connect(svc, org, await source(svc, org, script.mcpUrl));
+        assert.equal(scripted.status, 502, scripted.raw);
+        assert.ok(!scripted.raw.includes('document.cookie'));
+      } finally {
+        await script.close();
+      }
 
       const tokenSource = await source(svc, org, hugeToken.mcpUrl);
       const started = await connect(svc, org, tokenSource);
