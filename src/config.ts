@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError, type RawEnv, readEnv } from './config/env.ts';
 import type { CONNECTOR_PROVIDERS, LOG_LEVELS } from './config/schema.ts';
+import { type OAuthClientCredentials, parseOAuthClients } from './lib/oauth-clients.ts';
 import { parseStdioCommands, resolveStdioUser, type StdioUser } from './lib/stdio-config.ts';
 
 export { ConfigError };
@@ -42,6 +43,8 @@ export interface Config {
    * spawned server itself never sees the service's PATH or any other variable of it.
    */
   stdioSearchPath: string;
+  /** OAuth clients the operator registered, by provider name (SVC_OAUTH_CLIENTS). */
+  oauthClients: ReadonlyMap<string, OAuthClientCredentials>;
   model: {
     baseUrl: string;
     apiKey: string | undefined;
@@ -198,6 +201,9 @@ export function loadConfig(env: RawEnv, system: ConfigSystem = SYSTEM): Config {
 
   if (e.SVC_CONNECTOR_PROVIDER && !e.SVC_CONNECTOR_API_KEY)
     throw new ConfigError('SVC_CONNECTOR_API_KEY', 'is required when SVC_CONNECTOR_PROVIDER is set');
+  const oauthClients = parseOAuthClients(e.SVC_OAUTH_CLIENTS ?? '');
+  if (typeof oauthClients === 'string') throw new ConfigError('SVC_OAUTH_CLIENTS', oauthClients);
+
   const displayHost = e.HOST === '0.0.0.0' || e.HOST === '::' ? '127.0.0.1' : e.HOST;
   return {
     port: e.PORT,
@@ -217,6 +223,7 @@ export function loadConfig(env: RawEnv, system: ConfigSystem = SYSTEM): Config {
     stdioUser,
     // The process's own search path, not a setting of the service: stdio commands are found on it.
     stdioSearchPath: env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+    oauthClients,
     model: {
       baseUrl: e.SVC_MODEL_BASE_URL ?? 'https://openrouter.ai/api/v1',
       apiKey: e.SVC_MODEL_API_KEY,

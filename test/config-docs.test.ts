@@ -84,6 +84,27 @@ describe('the schema is the configuration the service reads', () => {
     );
   });
 
+  test('SVC_OAUTH_CLIENTS names clients by provider, with or without a secret, and a bad entry stops startup without echoing a secret', () => {
+    const clients = loadConfig({
+      SVC_OAUTH_CLIENTS: ' github=Iv1.abc:s3cret:with:colons , linear=lin_id ',
+    }).oauthClients;
+    assert.deepEqual(clients.get('github'), { clientId: 'Iv1.abc', clientSecret: 's3cret:with:colons' });
+    assert.deepEqual(clients.get('linear'), { clientId: 'lin_id' });
+    assert.equal(loadConfig({}).oauthClients.size, 0);
+    for (const bad of [
+      'github',
+      'git hub=id:hidden-secret',
+      'github=:hidden-secret',
+      'a=x,a=y:hidden-secret',
+    ]) {
+      assert.throws(
+        () => loadConfig({ SVC_OAUTH_CLIENTS: bad }),
+        (err: Error) => err.message.includes('SVC_OAUTH_CLIENTS ') && !err.message.includes('hidden-secret'),
+        bad,
+      );
+    }
+  });
+
   test('a URL that cannot be parsed keeps the parser error as its cause', () => {
     const error = (() => {
       try {

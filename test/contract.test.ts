@@ -5,6 +5,7 @@ import Stripe from 'stripe';
 import { assertEnvelope } from './helpers/assertions.ts';
 import { type ConnectorServer, startConnectorServer } from './helpers/connector-server.ts';
 import { recordRunOutcome } from './helpers/fixtures.ts';
+import { type OAuthMcpServer, startOAuthMcpServer } from './helpers/oauth-mcp-server.ts';
 import {
   fieldProblems,
   hasOperation,
@@ -45,6 +46,7 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
   let other: { organizationId: string; apiKey: string };
   let stripe: StripeTestServer;
   let connector: ConnectorServer;
+  let oauthServer: OAuthMcpServer | undefined;
 
   /** A call whose response is checked against the document; the key defaults to `org`'s. */
   const api = async (
@@ -84,6 +86,7 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
         SVC_CONNECTOR_PROVIDER: 'composio',
         SVC_CONNECTOR_API_KEY: connector.apiKey,
         SVC_CONNECTOR_API_BASE: connector.url,
+        // The connector stand-in and a source's OAuth authorization server are on 127.0.0.1.
         SVC_ALLOW_PRIVATE_URLS: 'true',
         SVC_ROLE: 'api',
         SVC_STDIO_COMMANDS: 'node[TOKEN]',
@@ -106,6 +109,7 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
     await svc?.close();
     await stripe?.close();
     await connector?.close();
+    await oauthServer?.close();
   });
 
   describe('the document against the spec', () => {
@@ -378,6 +382,20 @@ describe('the contract: the OpenAPI document, the interface spec and the respons
       const tested = await expect(200, 'POST', `/api/svc/sources/${ids.source}/test`);
       assert.equal(tested.success, false);
       await expect(404, 'POST', `/api/svc/sources/${nobody}/test`);
+      // An OAuth source's sign-in: the provider's URL to open; a source with no sign-in is a 409.
+      oauthServer = await startOAuthMcpServer();
+      const signed = await expect(201, 'POST', '/api/svc/sources', {
+        body: {
+          ...weather,
+          type: 'mcp',
+          authType: 'oauth',
+          config: { transport: 'http', url: oauthServer.mcpUrl },
+        },
+      });
+      const connect = await expect(200, 'POST', `/api/svc/sources/${signed.id}/connect`);
+      assert.ok(connect.url.startsWith(oauthServer.issuer));
+      await expect(409, 'POST', `/api/svc/sources/${spare.id}/connect`);
+      await expect(404, 'POST', `/api/svc/sources/${nobody}/connect`);
       await expect(204, 'DELETE', `/api/svc/sources/${spare.id}`);
       await expect(404, 'DELETE', `/api/svc/sources/${spare.id}`);
     });

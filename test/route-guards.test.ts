@@ -22,7 +22,16 @@ const PUBLIC_API = [
 /** Operations: public by design. */
 const OPERATIONS = ['/healthz', '/readyz', '/metrics'];
 /** Dashboard routes for signed-out visitors. */
-const PUBLIC_PAGES = ['GET /', 'GET /login', 'POST /login', 'GET /signup', 'POST /signup', 'POST /logout'];
+const PUBLIC_PAGES = [
+  'GET /',
+  'GET /login',
+  'POST /login',
+  'GET /signup',
+  'POST /signup',
+  'POST /logout',
+  // The OAuth callback of sources: the provider's redirect carries no session; its state says whose it is.
+  'GET /oauth/callback',
+];
 const PUBLIC_PAGE_PATTERNS = ['GET /invite/:token', 'POST /invite/:token'];
 /** Fragments fetched by a page's script: signed out, a bare 401 rather than a redirect. */
 const FRAGMENTS = ['GET /dashboard/schedule-preview'];

@@ -225,6 +225,14 @@ export const EnvSchema = Type.Object({
     description:
       "The user stdio servers run as when this service runs as root; never root. With a uid range (e.g. `200000-299999`) each running server gets a uid of its own (gid the same number), so that servers of different organizations cannot read each other's environment. That user must be able to run the commands and read what they load; it cannot read this service's environment or its 0700 data directory. Setting it when the service is not root stops startup.",
   }),
+  SVC_OAUTH_CLIENTS: text({
+    group: 'sources',
+    example: 'github=Iv1.0123abcd:0123456789abcdef,linear=lin_client_id',
+    defaultText: 'empty (dynamic client registration only)',
+    valuesText: 'comma list of `provider=clientId` or `provider=clientId:clientSecret`',
+    description:
+      "OAuth clients the operator registered with providers, for sources with authType `oauth` whose `authConfig.provider` names one. Register each with the redirect URL `<SVC_PUBLIC_URL>/oauth/callback`. A source whose provider is not listed uses the authorization server's dynamic client registration (MCP servers that offer it); an api source needs a listed provider.",
+  }),
   SVC_ALLOW_PRIVATE_URLS: bool(false, {
     group: 'sources',
     description:

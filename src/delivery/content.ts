@@ -38,6 +38,8 @@ function noticeHeadline(message: NoticeMessage): string {
       return `paused after ${notice.payload.consecutiveFailures} consecutive failed runs`;
     case 'task.cost_limit_reached':
       return 'monthly cost limit reached';
+    case 'source.disconnected':
+      return `source "${notice.payload.sourceName}" needs reconnecting`;
   }
 }
 
@@ -49,6 +51,8 @@ function noticeText(message: NoticeMessage): string {
       return `${notice.payload.reason}\n\nThe task gets no runs until it is resumed (status active), which also resets its count of failed runs.`;
     case 'task.cost_limit_reached':
       return `The task's runs cost ${dollars(notice.payload.costCents)} this month, reaching its monthly cost limit of ${dollars(notice.payload.limitCents)}. It gets no runs until ${notice.payload.periodEnd} or until the limit is raised.`;
+    case 'source.disconnected':
+      return `${notice.payload.reason}\n\nRuns that use the source fail until it is reconnected: open the source in the dashboard and choose Reconnect (or POST /api/svc/sources/${notice.payload.sourceId}/connect).`;
   }
 }
 

@@ -271,6 +271,10 @@ function prepareAuthConfig(
   if (input.headerName !== undefined) authConfig.headerName = input.headerName;
   if (input.prefix !== undefined) authConfig.prefix = input.prefix;
   if (input.provider !== undefined) authConfig.provider = input.provider;
+  for (const key of ['authorizationUrl', 'tokenUrl', 'scope'] as const) {
+    const value = input[key];
+    if (value !== undefined) authConfig[key] = value;
+  }
   for (const key of CREDENTIAL_KEYS) {
     const value = input[key];
     if (value === undefined) continue;

@@ -44,6 +44,8 @@ export interface NoticeJobView {
 function summaryOf(row: NoticeJobRow): string {
   const p = row.payload;
   if (row.kind === 'task.paused') return typeof p.reason === 'string' ? p.reason : 'Paused';
+  if (row.kind === 'source.disconnected')
+    return `Source "${typeof p.sourceName === 'string' ? p.sourceName : '?'}" needs reconnecting`;
   const cents = (v: unknown) => (typeof v === 'number' ? `$${(v / 100).toFixed(2)}` : '?');
   return `Monthly cost limit reached: ${cents(p.costCents)} of ${cents(p.limitCents)}`;
 }

@@ -20,6 +20,7 @@ export const ERROR_STATUS = {
   request_header_too_large: 431,
   internal_error: 500,
   not_implemented: 501,
+  upstream_error: 502,
   service_unavailable: 503,
   billing_not_configured: 503,
   connector_not_configured: 503,
@@ -80,6 +81,8 @@ export const errors = {
   connectorNotConfigured: (message: string, cause?: unknown) =>
     new AppError('connector_not_configured', message, { cause }),
   notImplemented: (message: string) => new AppError('not_implemented', message),
+  /** A server the service talks to on the caller's behalf (an OAuth provider) failed; the message says which and how. */
+  upstream: (message: string) => new AppError('upstream_error', message),
 };
 
 export interface ErrorBody {

@@ -101,7 +101,7 @@ export function modelExecutor(deps: ExecutorDeps): RunExecutor {
       const structured = schema !== null && model.supportsStructuredOutput === true;
       // Without structured output the schema is asked for in words, just before the prompt.
       if (schema && !structured) messages.splice(-1, 0, outputSchemaInstruction(schema));
-      const opened = sources.length > 0 ? await openRunSources(deps, sources, signal) : undefined;
+      const opened = sources.length > 0 ? await openRunSources(deps, sources, signal, task.id) : undefined;
       if (opened && !opened.ok) return failure(sourceFailure(opened.errorType), opened.message);
       try {
         const tooMany = opened?.toolbox.boundsProblem();

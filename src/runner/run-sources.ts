@@ -1,13 +1,13 @@
 // Opens the sources attached to a run (or tested through the API) with their secrets, under
 // the service's policy: stdio allowlist, SSRF guard, one connect time limit.
 import type { Config } from '../config.ts';
-import type { Db } from '../db/db.ts';
 import type { RunSource } from '../db/sql/run-context.ts';
 import { recordAccount } from '../domain/connectors.ts';
+import type { Deps } from '../domain/deps.ts';
 import { openSourceSecrets } from '../domain/sources.ts';
-import type { Clock } from '../lib/clock.ts';
 import { outboundFetch } from '../lib/outbound.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
+import { oauthAccessToken } from './source-oauth.ts';
 import { startsProcess, withStdioSlot } from './stdio-slots.ts';
 import { Toolbox } from './toolbox.ts';
 import { connectSource } from './tools/connect.ts';
@@ -16,12 +16,10 @@ import type { ConnectErrorType, ConnectResult, ToolConnection } from './tools/ty
 /** Connecting a source (and listing its tools) gives up after this long, in runs and tests alike. */
 export const SOURCE_CONNECT_TIMEOUT_MS = 15_000;
 
-export interface SourceDeps {
+/** db: where an oauth source's sign-in and a connector source's account are read and stored. */
+export interface SourceDeps extends Pick<Deps, 'db' | 'clock' | 'log'> {
   config: Config;
   secretBox: SecretBox;
-  /** Where what the connector provider says of a connector source's account is stored. */
-  db: Db;
-  clock: Clock;
 }
 
 /** Connects one stored source. Secrets that fail to open are a value, like any other failure. */
@@ -29,6 +27,7 @@ export async function connectStoredSource(
   deps: SourceDeps,
   source: RunSource,
   signal: AbortSignal,
+  taskId?: string,
 ): Promise<ConnectResult> {
   let secrets: ReturnType<typeof openSourceSecrets>;
   try {
@@ -40,7 +39,18 @@ export async function connectStoredSource(
       message: `the stored credentials of source "${source.name}" cannot be decrypted (was SVC_SECRET_KEY changed?); set them again with a PATCH`,
     };
   }
-  const connect = () =>
+  // An oauth source's access token comes from its sign-in (refreshed when near its end); a 401
+  // to the connection gets one refresh and one more try.
+  const oauth =
+    source.auth_type === 'oauth' && sendsAuth(source)
+      ? await oauthAccessToken(deps, source, {
+          hasOwnToken: secrets.credentials.token !== undefined,
+          ...(taskId !== undefined && { taskId }),
+        })
+      : undefined;
+  if (oauth && !oauth.ok) return { ok: false, errorType: oauth.errorType, message: oauth.message };
+  if (oauth) secrets = { ...secrets, credentials: { ...secrets.credentials, token: oauth.token } };
+  const connectOnce = () =>
     connectSource(
       {
         id: source.id,
@@ -62,9 +72,25 @@ export async function connectStoredSource(
         connectorAccount: (account, subject) => recordAccount(deps, source, subject, account),
       },
     );
+  const connect = async (): Promise<ConnectResult> => {
+    const first = await connectOnce();
+    if (first.ok || first.errorType !== 'auth_failed' || !oauth?.ok || signal.aborted) return first;
+    const renewed = await oauth.refresh();
+    if (!renewed.ok) return { ok: false, errorType: renewed.errorType, message: renewed.message };
+    secrets = { ...secrets, credentials: { ...secrets.credentials, token: renewed.token } };
+    return connectOnce();
+  };
   return startsProcess(source)
     ? withStdioSlot(deps.config, source.organization_id, source.name, connect)
     : connect();
+}
+
+/** Whether the source's auth goes over the network (an api, an MCP server not run by us). */
+function sendsAuth(source: RunSource): boolean {
+  if (source.type === 'api') return true;
+  if (source.type !== 'mcp') return false;
+  const transport = source.config.transport ?? (source.config.command !== undefined ? 'stdio' : 'http');
+  return transport !== 'stdio';
 }
 
 export type OpenedSources =
@@ -80,8 +106,9 @@ export async function openRunSources(
   deps: SourceDeps,
   sources: readonly RunSource[],
   signal: AbortSignal,
+  taskId?: string,
 ): Promise<OpenedSources> {
-  const results = await Promise.all(sources.map((s) => connectStoredSource(deps, s, signal)));
+  const results = await Promise.all(sources.map((s) => connectStoredSource(deps, s, signal, taskId)));
   const connections = results.flatMap((r): ToolConnection[] => (r.ok ? [r.connection] : []));
   const close = async () => {
     await Promise.allSettled(connections.map((c) => c.close()));

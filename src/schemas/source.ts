@@ -52,6 +52,15 @@ export const SourceConfigInput = Type.Object(
 );
 export type SourceConfigInput = Static<typeof SourceConfigInput>;
 
+/** authType oauth: an api source names its provider's endpoints and scopes (MCP servers are discovered). */
+const oauthEndpoints = {
+  authorizationUrl: Type.Optional(Url('authType oauth, api sources: the authorization endpoint')),
+  tokenUrl: Type.Optional(Url('authType oauth, api sources: the token endpoint')),
+  scope: Type.Optional(
+    Type.String({ maxLength: 1000, description: 'authType oauth: the scopes to ask for, space separated' }),
+  ),
+};
+
 export const AuthConfigInput = Type.Object(
   {
     headerName: Type.Optional(Type.String({ maxLength: 200 })),
@@ -59,9 +68,11 @@ export const AuthConfigInput = Type.Object(
     provider: Type.Optional(
       Type.String({
         maxLength: 100,
-        description: "For a connector source: the connector provider's toolkit, for example github",
+        description:
+          "For a connector source: the connector provider's toolkit, for example github. For an oauth source: the name of a client the operator registered (SVC_OAUTH_CLIENTS)",
       }),
     ),
+    ...oauthEndpoints,
     token: Type.Optional(Secret),
     username: Type.Optional(Secret),
     password: Type.Optional(Secret),
@@ -134,6 +145,9 @@ export const AuthConfig = Type.Object({
   headerName: Type.Optional(Type.String()),
   prefix: Type.Optional(Type.String()),
   provider: Type.Optional(Type.String()),
+  authorizationUrl: Type.Optional(Type.String({ format: 'uri' })),
+  tokenUrl: Type.Optional(Type.String({ format: 'uri' })),
+  scope: Type.Optional(Type.String()),
   token: Type.Optional(Type.String({ description: `${SECRET_MASK} when set` })),
   username: Type.Optional(Type.String({ description: `${SECRET_MASK} when set` })),
   password: Type.Optional(Type.String({ description: `${SECRET_MASK} when set` })),
@@ -184,7 +198,8 @@ export const SourceConnectResult = Type.Object(
   {
     url: Type.String({
       format: 'uri',
-      description: "The sign-in page to open in a browser (the connector provider's, for a connector source)",
+      description:
+        "The sign-in page to open in a browser: for an oauth source the provider's authorization URL (its state works once and expires after 10 minutes; the provider sends the browser back to <SVC_PUBLIC_URL>/oauth/callback, which completes the sign-in); for a connector source the connector provider's page",
     }),
   },
   { $id: 'SourceConnectResult' },

@@ -15,6 +15,7 @@ import { keyPages } from './pages/keys.ts';
 import { memberPages } from './pages/members.ts';
 import { runPages } from './pages/runs.ts';
 import { skillPages } from './pages/skills.ts';
+import { oauthCallbackPage } from './pages/source-oauth.ts';
 import { sourcePages } from './pages/sources.ts';
 import { scheduleFragments, taskPages } from './pages/tasks.ts';
 
@@ -63,6 +64,7 @@ export function dashboard(deps: Deps) {
 
     scope.get('/', async (_request, reply) => reply.redirect('/dashboard', 302));
     authPages(scope, deps);
+    oauthCallbackPage(scope, deps);
     await scope.register(
       sessionScope('redirect', (pages) => {
         billingPages(pages, deps);

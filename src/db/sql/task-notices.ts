@@ -8,7 +8,7 @@ import { deliveryTargets } from './delivery-targets.ts';
  * the task, with run_id null, its kind and its payload, and then goes through the same
  * dispatcher, retries and attempt log as a run's delivery.
  */
-export const NOTICE_KINDS = ['task.paused', 'task.cost_limit_reached'] as const;
+export const NOTICE_KINDS = ['task.paused', 'task.cost_limit_reached', 'source.disconnected'] as const;
 export type NoticeKind = (typeof NOTICE_KINDS)[number];
 
 /** task.paused: the task paused itself after `consecutiveFailures` failed runs in a row. */
@@ -31,9 +31,18 @@ export interface CostLimitReachedPayload {
   periodEnd: string;
 }
 
+/** source.disconnected: a source of the task lost its OAuth sign-in (the refresh failed); it needs reconnecting. */
+export interface SourceDisconnectedPayload {
+  sourceId: string;
+  sourceName: string;
+  /** Why, with what to do (no secret). */
+  reason: string;
+}
+
 export interface NoticePayloads {
   'task.paused': TaskPausedPayload;
   'task.cost_limit_reached': CostLimitReachedPayload;
+  'source.disconnected': SourceDisconnectedPayload;
 }
 
 /** A notice of one kind with the payload of that kind. */

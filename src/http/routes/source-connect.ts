@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import { completeConnectorCallback } from '../../domain/connectors.ts';
 import type { Deps } from '../../domain/deps.ts';
-import { startSourceConnect } from '../../domain/source-connect.ts';
+import { startSourceConnect } from '../../runner/source-connect.ts';
 import { errorResponses } from '../../schemas/common.ts';
 import { SourceConnectResult, SourceIdParams } from '../../schemas/source.ts';
 import { type App, principalOf } from '../types.ts';
@@ -16,11 +16,11 @@ export function sourceConnectRoutes(app: App, deps: Deps): void {
       schema: {
         operationId: 'connectSource',
         description:
-          "Starts the sign-in of a source: answers the URL to open in a browser. For a connector source, the connector provider's sign-in page, which sends the person back to the service afterwards; connectorConnected then becomes true. 409 for a source whose authType has no sign-in or that names no toolkit; 503 connector_not_configured without a connector provider.",
+          "Starts the sign-in of a source and answers the URL to open in a browser. For authType oauth (an mcp source over http, or an api source whose authConfig names the provider's endpoints): discovers the server's authorization server, registers a client if needed (or uses the operator's, SVC_OAUTH_CLIENTS) and answers the authorization URL; the callback under SVC_PUBLIC_URL completes it, and the source then turns active with lastConnectedAt set. For authType connector: the connector provider's sign-in page, which sends the person back to the service; connectorConnected then becomes true. 409 for a source whose authType has no sign-in or a connector source that names no toolkit; 502 when the authorization server cannot be reached or answers badly; 503 connector_not_configured without a connector provider.",
         tags,
-        summary: 'Start the sign-in of a connector source: the URL to open in a browser',
+        summary: 'Start the sign-in of an oauth or connector source: the URL to open in a browser',
         params: SourceIdParams,
-        response: { 200: SourceConnectResult, ...errorResponses(400, 401, 404, 409, 429, 503) },
+        response: { 200: SourceConnectResult, ...errorResponses(400, 401, 404, 409, 429, 502, 503) },
       },
     },
     async (request) => startSourceConnect(deps, principalOf(request).organizationId, request.params.sourceId),

@@ -5,9 +5,9 @@
 import type { FastifyReply } from 'fastify';
 import type { ConnectorToolkit } from '../../domain/connector/types.ts';
 import type { Deps } from '../../domain/deps.ts';
-import { startSourceConnect } from '../../domain/source-connect.ts';
 import type { Viewer } from '../../domain/users.ts';
 import { AppError } from '../../lib/errors.ts';
+import { startSourceConnect } from '../../runner/source-connect.ts';
 import type { Source } from '../../schemas/source.ts';
 import { viewerOf } from '../auth.ts';
 import { type Html, html } from '../html.ts';

@@ -53,6 +53,7 @@ import {
   sourceConnectPages,
   toolkitSuggestions,
 } from './source-connect.ts';
+import { connectionPanel } from './source-oauth.ts';
 
 const section = '/dashboard/sources';
 
@@ -91,6 +92,7 @@ const DONE: Record<string, string> = {
   saved: 'Source saved.',
   deleted: 'Source deleted.',
   ...CONNECT_DONE,
+  'signed-in': 'Source connected: its sign-in is stored and runs use it.',
 };
 
 interface SourceValues {
@@ -222,6 +224,11 @@ function authConfigOf(v: SourceValues, stored?: Source['authConfig']): Record<st
   if (v.headerName) auth.headerName = v.headerName;
   if (v.prefix) auth.prefix = v.prefix;
   if (v.provider) auth.provider = v.provider;
+  // Set through the API; the form keeps them as stored.
+  for (const key of ['authorizationUrl', 'tokenUrl', 'scope'] as const) {
+    const value = stored?.[key];
+    if (value) auth[key] = value;
+  }
   for (const key of CREDENTIAL_KEYS) {
     const typed = v.credentials[key];
     const isStored = stored?.[key] === SECRET_MASK;
@@ -326,7 +333,7 @@ ${problemsFlash(err, LABELS)}
     <div><label for="authType">Method</label><select id="authType" name="authType" ${inv('authType')}>${options(AUTH_TYPES, v.authType, 'not set')}</select></div>
     <div><label for="headerName">Header name (query: parameter name)</label><input id="headerName" name="headerName" maxlength="200" value="${v.headerName}" ${inv('authConfig/headerName')}></div>
     <div><label for="prefix">Prefix (bearer: default Bearer)</label><input id="prefix" name="prefix" maxlength="100" value="${v.prefix}" ${inv('authConfig/prefix')}></div>
-    <div><label for="provider">Provider or toolkit (connector: the toolkit, for example github)</label><input id="provider" name="provider" maxlength="100" spellcheck="false" value="${v.provider}" ${o.toolkits?.length ? raw('list="toolkits"') : ''} ${inv('authConfig/provider')}>${toolkitSuggestions(o.toolkits ?? [])}</div>
+    <div><label for="provider">Provider or toolkit (connector: the toolkit, for example github; oauth: a client the operator registered)</label><input id="provider" name="provider" maxlength="100" spellcheck="false" value="${v.provider}" ${o.toolkits?.length ? raw('list="toolkits"') : ''} ${inv('authConfig/provider')}>${toolkitSuggestions(o.toolkits ?? [])}</div>
     ${CREDENTIAL_KEYS.map(
       (key) => html`<div><label for="${key}">${CREDENTIAL_LABELS[key]}</label>
       <input id="${key}" name="${key}" type="password" autocomplete="new-password" spellcheck="false" value="${v.credentials[key]}" ${stored(key) ? raw('placeholder="stored: leave blank to keep"') : ''} ${inv(`authConfig/${key}`)}>
@@ -350,7 +357,7 @@ function toolsTable(tools: Tool[]): Html {
 function sourcePage(
   viewer: Viewer,
   source: Source,
-  o: { flash?: Flash; test?: SourceTestResult } = {},
+  o: { flash?: Flash; test?: SourceTestResult; connection?: Html | undefined } = {},
 ): string {
   const c = source.config;
   const credentials = CREDENTIAL_KEYS.filter((k) => source.authConfig?.[k] === SECRET_MASK);
@@ -386,6 +393,7 @@ function sourcePage(
   ${row('Stored credentials', credentials.length ? credentials.map((k) => CREDENTIAL_LABELS[k]).join(', ') : undefined)}
   <tr><th scope="row">Last connected</th><td>${source.lastConnectedAt ? when(source.lastConnectedAt) : html`<span class="muted">never</span>`}</td></tr>
 </tbody></table></div>
+${o.connection ?? ''}
 <h2>Tools</h2>
 ${test && !test.success && tools.length ? html`<p class="muted">The test failed; these are the tools found by the last successful test.</p>` : ''}
 ${toolsTable(tools)}`,
@@ -453,7 +461,9 @@ export function sourcePages(scope: WebScope, deps: Deps): void {
     if (isUuid(request.params.id)) await refreshForView(deps, viewer.organizationId, request.params.id);
     const source = await sourceOf(viewer, request.params.id);
     if (!source) return missing(reply, viewer);
-    return sendHtml(reply, 200, sourcePage(viewer, source, { flash: doneFlash(request.query, DONE) }));
+    const flash = doneFlash(request.query, DONE);
+    const connection = await connectionPanel(deps, viewer, source);
+    return sendHtml(reply, 200, sourcePage(viewer, source, { flash, connection }));
   });
 
   scope.get<IdParams>(`${section}/:id/edit`, async (request, reply) => {
@@ -491,7 +501,8 @@ export function sourcePages(scope: WebScope, deps: Deps): void {
     const test = await found(() => testSource(deps, viewer.organizationId, id));
     const source = test && (await sourceOf(viewer, id));
     if (!test || !source) return missing(reply, viewer);
-    return sendHtml(reply, 200, sourcePage(viewer, source, { test }));
+    const connection = await connectionPanel(deps, viewer, source);
+    return sendHtml(reply, 200, sourcePage(viewer, source, { test, connection }));
   });
 
   sourceConnectPages(scope, deps, {
@@ -500,7 +511,8 @@ export function sourcePages(scope: WebScope, deps: Deps): void {
     show: async (reply, viewer, id, status, flash) => {
       const source = await sourceOf(viewer, id);
       if (!source) return missing(reply, viewer);
-      return sendHtml(reply, status, sourcePage(viewer, source, { flash }));
+      const connection = await connectionPanel(deps, viewer, source);
+      return sendHtml(reply, status, sourcePage(viewer, source, { flash, connection }));
     },
   });
 
