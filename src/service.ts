@@ -133,7 +133,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       log,
       metrics: createMetrics(),
       models,
-      stripe: createStripeClient(config.stripe),
+      stripe: await createStripeClient(config.stripe),
       principals: new PrincipalCache(db),
       taskCreates: new TaskCreateBatcher(db, config.orgCaps),
       sourceTests: new SourceTestSlots(config.orgCaps.sourceTests),

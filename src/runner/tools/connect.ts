@@ -1,14 +1,14 @@
 // Connects a source of any type, with one time limit for all of them.
 import { connectApiSource } from './api-source.ts';
 import { connectLocalSource } from './local-tools.ts';
-import { connectMcpSource } from './mcp/connect-mcp.ts';
 import { toolBoundsProblem } from './tool-bounds.ts';
 import type { ConnectOptions, ConnectResult, SourceToConnect } from './types.ts';
 
 function connectByType(source: SourceToConnect, options: ConnectOptions): Promise<ConnectResult> {
   switch (source.type) {
     case 'mcp':
-      return connectMcpSource(source, options);
+      // The MCP SDK (and zod, which it brings) is loaded by the first run with an MCP source.
+      return import('./mcp/connect-mcp.ts').then(({ connectMcpSource }) => connectMcpSource(source, options));
     case 'api':
       return connectApiSource(source, options);
     case 'local':
