@@ -1,7 +1,8 @@
-// The API benchmark: the service (SVC_ROLE=api, `node src/main.ts` in a child process) under
+// The API benchmark: the service (all roles, as `npm start` runs it, in a child process) under
 // autocannon (in this process), against two bare Fastify baselines measured in the same run and
-// the same way: a hello-world JSON route, and a route doing one primary-key SELECT through the
-// same driver as the service's backend (PGlite, or a pg Pool on PostgreSQL). The second also
+// the same way: a hello-world JSON route, and a route doing one primary-key SELECT of a plain
+// task-sized row (text and uuid columns only: nothing for the driver to parse) through the same
+// driver as the service's backend (PGlite, or a pg Pool on PostgreSQL). The second also
 // serves the floors of the list and the create (the same work done bare), and each round reads
 // the CPU time the server, PostgreSQL and the load generator spent on it (bench/cpu.ts).
 import { randomUUID } from 'node:crypto';
@@ -232,7 +233,7 @@ async function startBackend(
     if (!postgresUrl) throw new Error('no PostgreSQL');
     const db = await createDatabase(postgresUrl, 'svc_bench_api');
     const [service, pk] = await Promise.all([
-      startServiceProcess(serviceEnv({ databaseUrl: db.url }, secretKey, { SVC_ROLE: 'api' }), { nodeArgs }),
+      startServiceProcess(serviceEnv({ databaseUrl: db.url }, secretKey, { SVC_ROLE: 'all' }), { nodeArgs }),
       startBaseline('pk-pg', db.url),
     ]);
     return {
@@ -249,7 +250,7 @@ async function startBackend(
   // PGlite on a data directory on disk, as the service's default (./data), for both.
   const dir = await mkdtemp(join(tmpdir(), 'svc-bench-api-'));
   const [service, pk] = await Promise.all([
-    startServiceProcess(serviceEnv({ dataDir: join(dir, 'svc') }, secretKey, { SVC_ROLE: 'api' }), {
+    startServiceProcess(serviceEnv({ dataDir: join(dir, 'svc') }, secretKey, { SVC_ROLE: 'all' }), {
       nodeArgs,
     }),
     startBaseline('pk-pglite', join(dir, 'pk')),
@@ -368,8 +369,8 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
       const targets: Target[] = [
         {
           key: 'pk',
-          label: 'baseline: bare Fastify + one primary-key SELECT',
-          request: { url: `${setup.pk.url}/items/${String(setup.pk.info.id)}` },
+          label: 'baseline: bare Fastify + one primary-key SELECT of a plain task-sized row',
+          request: { url: `${setup.pk.url}/plain/${String(setup.pk.info.plainId)}` },
         },
         {
           key: 'floorList',
@@ -480,7 +481,7 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
   const markdown = [
     '## API',
     '',
-    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round, ${settings.rounds} round(s); in each round the reads are measured before the writes, each after a pause of ${settings.settle} s (the same for every target), and each target is warmed up for ${settings.warmup} s just before its first round; on PostgreSQL, after each target that writes, \`VACUUM (ANALYZE)\` of the written tables and a \`CHECKPOINT\` (not timed) bring the database back to a quiet state, so that one target's autovacuum and checkpoint writes do not run during the next one; medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`npm start\` runs it (see Method) with \`SVC_ROLE=api\` in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10). Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization (\`create\`: all connections to one) or, each connection to its own, to ${CONNECTIONS} others (\`createOrgs\`). Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards). The primary-key baseline's process also serves two floors, the least a bare route can do for the same work through the same driver: one SELECT of ${FLOOR_LIST_SIZE} task-shaped rows of one organization (the list's), and one INSERT of a task-shaped row committed on its own (a create's); the service's ratio to them is its own share. CPU per request is read around each round from \`/proc\` (user + system time of the server's process and of every \`postgres\` process on this machine) and from \`process.cpuUsage()\` for the load generator; on PGlite the database runs inside the server's process.`,
+    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round, ${settings.rounds} round(s); in each round the reads are measured before the writes, each after a pause of ${settings.settle} s (the same for every target), and each target is warmed up for ${settings.warmup} s just before its first round; on PostgreSQL, after each target that writes, \`VACUUM (ANALYZE)\` of the written tables and a \`CHECKPOINT\` (not timed) bring the database back to a quiet state, so that one target's autovacuum and checkpoint writes do not run during the next one; medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`npm start\` runs it (see Method) with all its roles (\`SVC_ROLE\` unset, as \`npm start\` runs it: the scheduler and the worker idle beside the API) in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10), reading a plain row of about a task's size: ten text and uuid columns, none that the driver parses (no array, timestamp or JSON column), the lightest reasonable row a bare route would read. Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization (\`create\`: all connections to one) or, each connection to its own, to ${CONNECTIONS} others (\`createOrgs\`). Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards). The primary-key baseline's process also serves two floors, the least a bare route can do for the same work through the same driver: one SELECT of ${FLOOR_LIST_SIZE} task-shaped rows of one organization (the list's), and one INSERT of a task-shaped row committed on its own (a create's); the service's ratio to them is its own share. CPU per request is read around each round from \`/proc\` (user + system time of the server's process and of every \`postgres\` process on this machine) and from \`process.cpuUsage()\` for the load generator; on PGlite the database runs inside the server's process.`,
     '',
     ...sections.flatMap((s) => [s, '']),
     '### Findings',

@@ -4,15 +4,17 @@
 //
 // Runnable as a child:
 //   node bench/baselines.ts hello <port>                bare Fastify, GET / answers a JSON object
-//   node bench/baselines.ts pk-pglite <port> [dataDir]  bare Fastify, GET /items/:id = one
-//                                                       primary-key SELECT through PGlite; the
+//   node bench/baselines.ts pk-pglite <port> [dataDir]  bare Fastify, GET /plain/:id = one
+//                                                       primary-key SELECT of a plain task-sized
+//                                                       row through PGlite; GET /items/:id the
+//                                                       same of a task-shaped row; the
 //                                                       floors GET /items?organizationId= (20
 //                                                       rows) and POST /items (one INSERT)
 //   node bench/baselines.ts pk-pg <port> <url>          the same through a pg Pool (10 clients)
 //   node bench/baselines.ts model <port> <delayMs>      a Chat Completions stand-in that answers
 //                                                       after delayMs; GET /stats: in flight, served
 // Each prints one line `ready <json>` on stdout when it listens (with `url`, and for pk-* the
-// `id` of a row to read and the `listOrganizationId` whose rows the list floor reads).
+// `plainId` and `id` of rows to read and the `listOrganizationId` whose rows the list floor reads).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -370,6 +372,29 @@ const ITEM_INSERT = `INSERT INTO bench_items
           ARRAY['monday','thursday'], 'Europe/Berlin', 'active', now() + interval '3 days')
   RETURNING *`;
 const ITEM_SELECT = 'SELECT * FROM bench_items WHERE id = $1';
+/**
+ * The primary-key baseline's row: as many bytes as a task's, in text and uuid columns only,
+ * which the driver hands over as strings (no array, timestamp or JSON column to parse). The
+ * lightest reasonable row a bare route would read: what the service's single-task read is
+ * measured against.
+ */
+const PLAIN_DDL = `CREATE TABLE IF NOT EXISTS bench_plain (
+  id uuid PRIMARY KEY,
+  organization_id uuid NOT NULL,
+  name text NOT NULL,
+  prompt text NOT NULL,
+  model text NOT NULL,
+  schedule text NOT NULL,
+  schedule_time text,
+  schedule_days text,
+  timezone text NOT NULL,
+  status text NOT NULL
+)`;
+const PLAIN_INSERT = `INSERT INTO bench_plain
+  (id, organization_id, name, prompt, model, schedule, schedule_time, schedule_days, timezone, status)
+  VALUES ($1, $2, $3, 'Summarise the week in five bullet points.', 'openai/gpt-4o-mini', 'weekly', '08:30',
+          'monday,thursday', 'Europe/Berlin', 'active')`;
+const PLAIN_SELECT = 'SELECT * FROM bench_plain WHERE id = $1';
 const ITEMS_OF_ORGANIZATION =
   'SELECT * FROM bench_items WHERE organization_id = $1 ORDER BY created_at DESC, id DESC';
 /** Rows of the organization the floor of the list reads, as many as the service's list has tasks. */
@@ -388,6 +413,7 @@ async function pkServer(port: number, open: () => Promise<{ query: Query; versio
   const db = await open();
   await db.query(ITEMS_DDL);
   await db.query(ITEMS_INDEX);
+  await db.query(PLAIN_DDL);
   const org = randomUUID();
   const listOrg = randomUUID();
   let id = '';
@@ -398,9 +424,19 @@ async function pkServer(port: number, open: () => Promise<{ query: Query; versio
   for (let i = 0; i < FLOOR_LIST_SIZE; i++) {
     await db.query(ITEM_INSERT, [randomUUID(), listOrg, `Weekly digest ${i}`]);
   }
+  let plainId = '';
+  for (let i = 0; i < 100; i++) {
+    plainId = randomUUID();
+    await db.query(PLAIN_INSERT, [plainId, org, `Weekly digest ${i}`]);
+  }
   const app = Fastify({ logger: false });
   app.get<{ Params: { id: string } }>('/items/:id', async (request, reply) => {
     const [row] = await db.query(ITEM_SELECT, [request.params.id]);
+    if (!row) return reply.code(404).send({ error: 'not found' });
+    return row;
+  });
+  app.get<{ Params: { id: string } }>('/plain/:id', async (request, reply) => {
+    const [row] = await db.query(PLAIN_SELECT, [request.params.id]);
     if (!row) return reply.code(404).send({ error: 'not found' });
     return row;
   });
@@ -412,7 +448,7 @@ async function pkServer(port: number, open: () => Promise<{ query: Query; versio
     return reply.code(201).send(row);
   });
   const url = await app.listen({ host: '127.0.0.1', port });
-  return { url, id, listOrganizationId: listOrg, serverVersion: db.version };
+  return { url, id, plainId, listOrganizationId: listOrg, serverVersion: db.version };
 }
 
 async function modelServer(port: number, delayMs: number) {

@@ -1,5 +1,5 @@
 import { createStripeClient } from './billing/stripe-client.ts';
-import { UsageReporter } from './billing/usage-meter.ts';
+import type { UsageReporter } from './billing/usage-meter.ts';
 import type { Config } from './config.ts';
 import type { Db } from './db/db.ts';
 import { migrate } from './db/migrate.ts';
@@ -9,8 +9,7 @@ import { findOrganization } from './db/sql/organizations.ts';
 import { pruneRateLimitCounters } from './db/sql/rate-limits.ts';
 import { databaseClock } from './db/sql/time.ts';
 import { pruneExpiredSessionsAndInvitations } from './db/sql/users.ts';
-import { createChannels } from './delivery/channels/index.ts';
-import { DeliveryDispatcher } from './delivery/dispatcher.ts';
+import type { DeliveryDispatcher } from './delivery/dispatcher.ts';
 import type { Deps } from './domain/deps.ts';
 import { IDEMPOTENCY_RETENTION_MS } from './domain/idempotency.ts';
 import { loadModelCatalog, type ModelCatalog } from './domain/models.ts';
@@ -29,9 +28,8 @@ import { Loop } from './lib/loop.ts';
 import { createMetrics } from './lib/metrics.ts';
 import { SecretBox } from './lib/secret-box.ts';
 import type { RunExecutor } from './runner/executor.ts';
-import { modelExecutor } from './runner/model-executor.ts';
-import { DueTaskClaimer } from './scheduler/claimer.ts';
-import { RunWorker } from './worker/worker.ts';
+import type { DueTaskClaimer } from './scheduler/claimer.ts';
+import type { RunWorker } from './worker/worker.ts';
 
 export interface DemoOrganization {
   organizationId: string;
@@ -133,30 +131,45 @@ export async function startService(config: Config, options: StartOptions = {}): 
       log,
       metrics: createMetrics(),
       models,
-      stripe: createStripeClient(config.stripe),
+      stripe: await createStripeClient(config.stripe),
       principals: new PrincipalCache(db),
       taskCreates: new TaskCreateBatcher(db, config.orgCaps),
       sourceTests: new SourceTestSlots(config.orgCaps.sourceTests),
     };
 
-    const scheduler = config.roles.has('scheduler') ? new DueTaskClaimer(deps) : undefined;
-    const worker = config.roles.has('worker')
-      ? new RunWorker(deps, options.executor ?? modelExecutor(deps))
-      : undefined;
-    const dispatcher = config.roles.has('worker')
-      ? new DeliveryDispatcher(
-          deps,
-          createChannels({
-            config,
-            secretOf: async (organizationId) => {
-              const org = await findOrganization(db, organizationId);
-              if (!org) throw new Error(`organization ${organizationId} not found`);
-              return openWebhookSecret(deps, org);
-            },
-          }),
-        )
-      : undefined;
-    const usageReporter = config.roles.has('worker') && deps.stripe ? new UsageReporter(deps) : undefined;
+    // Each role's code is imported only by a process that has the role (docs/architecture.md,
+    // "Lazy roles"): the model client and the tools stay out of an api or scheduler process.
+    let scheduler: DueTaskClaimer | undefined;
+    if (config.roles.has('scheduler')) {
+      const { DueTaskClaimer } = await import('./scheduler/claimer.ts');
+      scheduler = new DueTaskClaimer(deps);
+    }
+    let worker: RunWorker | undefined;
+    let dispatcher: DeliveryDispatcher | undefined;
+    let usageReporter: UsageReporter | undefined;
+    if (config.roles.has('worker')) {
+      const [{ RunWorker }, { DeliveryDispatcher }, { createChannels }, { UsageReporter }] =
+        await Promise.all([
+          import('./worker/worker.ts'),
+          import('./delivery/dispatcher.ts'),
+          import('./delivery/channels/index.ts'),
+          import('./billing/usage-meter.ts'),
+        ]);
+      const executor = options.executor ?? (await import('./runner/model-executor.ts')).modelExecutor(deps);
+      worker = new RunWorker(deps, executor);
+      dispatcher = new DeliveryDispatcher(
+        deps,
+        createChannels({
+          config,
+          secretOf: async (organizationId) => {
+            const org = await findOrganization(db, organizationId);
+            if (!org) throw new Error(`organization ${organizationId} not found`);
+            return openWebhookSecret(deps, org);
+          },
+        }),
+      );
+      if (deps.stripe) usageReporter = new UsageReporter(deps);
+    }
     // Stopped first: the scheduler creates work; then, while requests drain, the parts that
     // finish work in flight (with the grace period); the key cache's listener last.
     if (scheduler) background.add('scheduler', scheduler, { stage: 'producer' });

@@ -15,4 +15,12 @@ if (Number(found.split('.')[0]) < NEEDED_MAJOR) {
   process.exit(1);
 }
 
-import('./main.ts');
+// Node's compile cache (in the system's temporary directory unless NODE_COMPILE_CACHE names
+// another) keeps the code of every module, the TypeScript already stripped of its types, from
+// one start to the next: a start after the first neither loads the type stripper (about 20 MB
+// of memory the process would keep) nor compiles the modules again. A cache that cannot be
+// written is no error: the start only takes longer.
+import('node:module').then((module) => {
+  if (module.enableCompileCache) module.enableCompileCache();
+  return import('./main.ts');
+});

@@ -1,7 +1,7 @@
 // Checkout (upgrade to the paid plan) and the billing portal (manage the subscription): Stripe
 // hosts both; the service creates the organization's customer once and asks for a session.
 import { randomUUID } from 'node:crypto';
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
 import { setPaymentCustomer } from '../db/sql/billing.ts';
 import { findOrganization, type OrganizationRow } from '../db/sql/organizations.ts';
 import type { Deps } from '../domain/deps.ts';
@@ -19,15 +19,14 @@ function stripeOf(deps: BillingDeps): Stripe {
 }
 
 /** Stripe's failures as the service's errors: configuration problems apart from outages. */
-function fromStripe(err: unknown, deps: BillingDeps): AppError {
+function fromStripe(err: unknown, deps: BillingDeps, stripe: Stripe): AppError {
   if (err instanceof AppError) return err;
-  if (
-    err instanceof Stripe.errors.StripeAuthenticationError ||
-    err instanceof Stripe.errors.StripePermissionError
-  ) {
+  // The client's own error classes (the SDK module is loaded only where Stripe is configured).
+  const { StripeAuthenticationError, StripeInvalidRequestError, StripePermissionError } = stripe.errors;
+  if (err instanceof StripeAuthenticationError || err instanceof StripePermissionError) {
     return errors.billingNotConfigured("Stripe refused the service's key; check STRIPE_SECRET_KEY", err);
   }
-  if (err instanceof Stripe.errors.StripeInvalidRequestError) {
+  if (err instanceof StripeInvalidRequestError) {
     return errors.billingNotConfigured(
       `Stripe refused the request (${err.message}); check the billing configuration (STRIPE_PRICE_ID)`,
       err,
@@ -93,7 +92,7 @@ export async function createCheckoutSession(
     if (!session.url) throw new Error('Stripe returned a checkout session without a url');
     return { url: session.url };
   } catch (err) {
-    throw fromStripe(err, deps);
+    throw fromStripe(err, deps, stripe);
   }
 }
 
@@ -113,6 +112,6 @@ export async function createPortalSession(
     );
     return { url: session.url };
   } catch (err) {
-    throw fromStripe(err, deps);
+    throw fromStripe(err, deps, stripe);
   }
 }

@@ -3,7 +3,6 @@
 // the run's organization lock, then sent with its id as the event's `identifier`. Stripe
 // counts an identifier once, so a report sent twice (a crash after sending, two workers) is
 // billed once, and none is lost to a crash before sending.
-import Stripe from 'stripe';
 import {
   claimMeterReport,
   queueMeterReport,
@@ -130,7 +129,7 @@ export class UsageReporter {
         // Stripe refuses an identifier it has seen (400 "An event already exists with
         // identifier ..."): an earlier send of this very report reached it, so it is counted.
         if (
-          err instanceof Stripe.errors.StripeInvalidRequestError &&
+          err instanceof stripe.errors.StripeInvalidRequestError &&
           /already exists with identifier/i.test(message)
         ) {
           await settle({ sentAt: now });

@@ -2,31 +2,15 @@ import Fastify, { LogController } from 'fastify';
 import { Authenticator } from '../domain/authenticator.ts';
 import type { Deps } from '../domain/deps.ts';
 import { errors } from '../lib/errors.ts';
-import { dashboard } from '../web/plugin.ts';
+import { ErrorEnvelope } from '../schemas/common.ts';
 import { capConnections, installJsonParser, serverBounds } from './connection.ts';
-import { mcpRoutes } from './mcp/endpoint.ts';
 import { adminScope, apiKeyScope, publicScope } from './plugins/auth.ts';
 import { installCompression } from './plugins/compression.ts';
 import { installErrorHandling, sendError, toAppError } from './plugins/errors.ts';
 import { installObservability, requestId } from './plugins/observability.ts';
-import { installOpenApi, installOpenApiRoutes } from './plugins/openapi.ts';
 import { installSecurityHeaders } from './plugins/security-headers.ts';
 import { installValidators } from './plugins/validation.ts';
-import { adminKeyRoutes } from './routes/admin-keys.ts';
-import { adminOrganizationRoutes } from './routes/admin-organizations.ts';
-import { adminUserRoutes } from './routes/admin-users.ts';
-import { billingRoutes, stripeWebhookRoutes } from './routes/billing.ts';
-import { billingStatusRoutes } from './routes/billing-status.ts';
-import { destinationRoutes } from './routes/destinations.ts';
 import { healthRoutes } from './routes/health.ts';
-import { modelRoutes } from './routes/models.ts';
-import { runRoutes } from './routes/runs.ts';
-import { scheduleRoutes } from './routes/schedules.ts';
-import { skillRoutes } from './routes/skills.ts';
-import { connectorCallbackRoutes, sourceConnectRoutes } from './routes/source-connect.ts';
-import { sourceRoutes } from './routes/sources.ts';
-import { statsRoutes } from './routes/stats.ts';
-import { taskRoutes } from './routes/tasks.ts';
 import type { App } from './types.ts';
 
 /** Request bodies above this are refused with 413 before they are parsed. */
@@ -126,57 +110,42 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   installObservability(app, deps);
   installSecurityHeaders(app);
   installCompression(app);
-  await installOpenApi(app, deps.config.publicUrl);
+  app.addSchema(ErrorEnvelope);
+  // The API's routes, the OpenAPI document, the MCP server and the dashboard (with what they
+  // import: the Stripe SDK, swagger, markdown, the schemas) are loaded only by a process that
+  // serves them: a scheduler or worker process never loads that code, and its memory stays
+  // that much smaller (docs/architecture.md, "Lazy roles").
+  const api = surface === 'full' ? await import('./api-surface.ts') : undefined;
+  if (api) await api.installOpenApi(app, deps.config.publicUrl);
 
   // Each level of authentication is a scope around its routes (plugins/auth.ts): a route is
   // guarded by where it is registered. Which scope a route belongs to is checked by
   // test/route-guards.test.ts against every registered route.
   // The operations surface keeps the two guarded areas, empty: their paths answer as on an api
   // process without a route (401 without credentials, then 404).
-  const full = surface === 'full';
   // One rate counter for the API-key scope and the public description under /api/svc.
   const authenticator = new Authenticator(deps);
-  const mount = (modules: ((scope: App, deps: Deps) => void)[]) => (scope: App) => {
-    for (const routes of full ? modules : []) routes(scope, deps);
+  const mount = (modules: readonly ((scope: App, deps: Deps) => void)[] | undefined) => (scope: App) => {
+    for (const routes of modules ?? []) routes(scope, deps);
   };
   await app.register(
     publicScope(async (scope) => {
       healthRoutes(scope, deps);
-      if (!full) return;
-      await installOpenApiRoutes(scope, authenticator);
-      stripeWebhookRoutes(scope, deps);
-      connectorCallbackRoutes(scope, deps);
+      if (!api) return;
+      await api.installOpenApiRoutes(scope, authenticator);
+      api.stripeWebhookRoutes(scope, deps);
+      api.connectorCallbackRoutes(scope, deps);
     }),
   );
-  await app.register(adminScope(deps, mount([adminOrganizationRoutes, adminKeyRoutes, adminUserRoutes])), {
-    prefix: '/api/admin',
+  await app.register(adminScope(deps, mount(api?.adminRouteModules)), { prefix: '/api/admin' });
+  await app.register(apiKeyScope(deps, mount(api?.apiKeyRouteModules), authenticator), {
+    prefix: '/api/svc',
   });
-  await app.register(
-    apiKeyScope(
-      deps,
-      mount([
-        taskRoutes,
-        destinationRoutes,
-        runRoutes,
-        scheduleRoutes,
-        statsRoutes,
-        skillRoutes,
-        sourceRoutes,
-        sourceConnectRoutes,
-        modelRoutes,
-        billingStatusRoutes,
-        billingRoutes,
-        mcpRoutes,
-      ]),
-      authenticator,
-    ),
-    { prefix: '/api/svc' },
-  );
-  if (!full) {
+  if (!api) {
     await app.ready();
     return app;
   }
   // The dashboard's own scopes (public pages and signed-in pages) are in web/plugin.ts.
-  await app.register(dashboard(deps));
+  await app.register(api.dashboard(deps));
   return app;
 }

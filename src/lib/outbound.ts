@@ -13,7 +13,7 @@
 // never calls it, and no other name can be exempted.
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
-import { Agent, WebSocket as UndiciWebSocket, fetch as undiciFetch } from 'undici';
+import type { Agent } from 'undici';
 
 export interface OutboundPolicy {
   /** SVC_ALLOW_PRIVATE_URLS: let requests reach loopback and private addresses. */
@@ -214,7 +214,10 @@ let openAgent: Agent | undefined;
  * refused, every connection (redirects included) resolves its host through the guard; IP
  * literals skip DNS, so the pre-request check of `assertOutboundUrl` covers them.
  */
-export function outboundDispatcher(policy: OutboundPolicy): Agent {
+export async function outboundDispatcher(policy: OutboundPolicy): Promise<Agent> {
+  // undici is loaded by the first outbound request (a delivery, a source's tool call): a
+  // process that makes none, or has not yet, does not hold it.
+  const { Agent } = await import('undici');
   if (policy.allowPrivateUrls) {
     openAgent ??= new Agent();
     return openAgent;
@@ -232,12 +235,14 @@ export type FetchLike = (input: string | URL, init?: RequestInit) => Promise<Res
 export function outboundFetch(policy: OutboundPolicy): FetchLike {
   return async (input, init = {}) => {
     let url = await assertOutboundUrl(input instanceof URL ? input : String(input), policy);
+    const { fetch: undiciFetch } = await import('undici');
+    const dispatcher = await outboundDispatcher(policy);
     let request = init;
     for (let hop = 0; ; hop++) {
       const response = (await undiciFetch(url, {
         ...(request as Parameters<typeof undiciFetch>[1]),
         redirect: 'manual',
-        dispatcher: outboundDispatcher(policy),
+        dispatcher,
       })) as unknown as Response;
       const location = response.headers.get('location');
       if (response.status < 300 || response.status > 399 || !location || init.redirect === 'manual') {
@@ -275,9 +280,10 @@ export async function openOutboundWebSocket(
   options: { protocols?: string[]; headers?: Record<string, string> } = {},
 ): Promise<WebSocket> {
   const checked = await assertOutboundUrl(url, policy, ['ws:', 'wss:']);
+  const { WebSocket: UndiciWebSocket } = await import('undici');
   return new UndiciWebSocket(checked, {
     protocols: options.protocols ?? [],
     headers: options.headers ?? {},
-    dispatcher: outboundDispatcher(policy),
+    dispatcher: await outboundDispatcher(policy),
   }) as unknown as WebSocket;
 }

@@ -1,17 +1,11 @@
 // E-mail delivery over the operator's SMTP server (SVC_SMTP_URL, SVC_EMAIL_FROM). One SMTP
 // transport per channel, created at the first send so that a service without mail configured
-// never touches nodemailer. A reply code tells a permanent refusal (5xx: unknown mailbox,
+// never loads nodemailer (nor the Markdown renderer of the HTML body). A reply code tells a permanent refusal (5xx: unknown mailbox,
 // policy) from a temporary one (4xx: greylisting, a full queue), which is retried.
-import {
-  createTransport,
-  type NodemailerError,
-  type SMTPSentMessageInfo,
-  type Transporter,
-} from 'nodemailer';
+import type { NodemailerError, SMTPSentMessageInfo, Transporter } from 'nodemailer';
 import type { Config } from '../../config.ts';
 import { emailAddressProblem } from '../../lib/email-address.ts';
 import { type DeliveryChannel, MAX_RESPONSE_CHARS, type SendOutcome } from '../channel.ts';
-import { htmlOf, plainTextOf, subjectOf } from '../content.ts';
 
 export interface EmailChannelOptions {
   /** Connection, greeting and socket inactivity timeouts of one attempt. */
@@ -53,6 +47,10 @@ export function emailChannel(config: Config['smtp'], options: EmailChannelOption
       if (problem) return { ok: false, permanent: true, error: `the e-mail address ${problem}` };
 
       try {
+        const [{ createTransport }, { htmlOf, plainTextOf, subjectOf }] = await Promise.all([
+          import('nodemailer'),
+          import('../content.ts'),
+        ]);
         transport ??= createTransport({
           url,
           connectionTimeout: timeoutMs,

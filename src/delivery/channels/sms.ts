@@ -4,7 +4,6 @@
 import type { Config } from '../../config.ts';
 import type { FetchLike } from '../../lib/outbound.ts';
 import { type DeliveryChannel, MAX_RESPONSE_CHARS, type SendOutcome } from '../channel.ts';
-import { smsTextOf } from '../content.ts';
 import { durationText, networkErrorText, readResponseText, retryAfterMs } from './webhook.ts';
 
 /** E.164: a plus, a country code that does not start with 0, at most 15 digits in all. */
@@ -59,6 +58,8 @@ export function smsChannel(config: Config['sms'], fetch: FetchLike, timeoutMs = 
       // The token never appears in an error: only the provider's answer and network codes do.
       const scrub = (text: string) => text.split(authToken).join('***');
       const url = `${apiBase}/2010-04-01/Accounts/${encodeURIComponent(accountSid)}/Messages.json`;
+      // Loaded at the first send, as the e-mail channel's (content.ts brings the Markdown renderer).
+      const { smsTextOf } = await import('../content.ts');
       const timeout = AbortSignal.timeout(timeoutMs);
       let response: Response;
       try {

@@ -17,9 +17,17 @@ function taggable(request: FastifyRequest, reply: FastifyReply): boolean {
 }
 
 export function installConditionalRequests(scope: App): void {
+  // The tag of an answer the handler returned as an object is computed from that object, before
+  // it is serialised: the same representation the domain tags, without parsing the JSON text
+  // back (a handler that sends text is tagged from the parsed text, below).
+  const tags = new WeakMap<FastifyReply, string>();
+  scope.addHook('preSerialization', async (request, reply, payload) => {
+    if (taggable(request, reply)) tags.set(reply, entityTag(payload));
+    return payload;
+  });
   scope.addHook('onSend', async (request, reply, payload) => {
     if (typeof payload !== 'string' || !taggable(request, reply)) return payload;
-    const tag = entityTag(JSON.parse(payload));
+    const tag = tags.get(reply) ?? entityTag(JSON.parse(payload));
     reply.header('etag', tag);
     const ifNoneMatch = request.headers['if-none-match'];
     if (request.method !== 'PATCH' && ifNoneMatch !== undefined && noneMatchHits(ifNoneMatch, tag)) {

@@ -4,7 +4,7 @@ import { Type } from 'typebox';
 import type { Authenticator } from '../../domain/authenticator.ts';
 import { rateLimitHeaders } from '../../domain/rate-limit.ts';
 import { errors } from '../../lib/errors.ts';
-import { ErrorEnvelope, errorResponses } from '../../schemas/common.ts';
+import { errorResponses } from '../../schemas/common.ts';
 import type { App } from '../types.ts';
 import { completeDocument, type NamedResponses, TAGS } from './openapi-document.ts';
 
@@ -16,10 +16,9 @@ const BODY_PARSING_STATUSES = [400, 413, 415];
 /**
  * The OpenAPI 3.1 document is generated from the route schemas, which are also what validates
  * requests and serialises responses: one source for all three.
- * Must be registered before the routes it describes.
+ * Must be registered before the routes it describes, after the ErrorEnvelope schema (app.ts).
  */
 export async function installOpenApi(app: App, publicUrl: string): Promise<void> {
-  app.addSchema(ErrorEnvelope);
   // Body parsing runs before any handler on every route of these methods, so a route without a
   // body (POST .../run, DELETE ...) still answers 400, 413 or 415 when a client sends one: the
   // document says so for every such route.

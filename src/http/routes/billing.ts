@@ -1,4 +1,4 @@
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
 import { Type } from 'typebox';
 import { createCheckoutSession, createPortalSession } from '../../billing/sessions.ts';
 import { handleStripeEvent, malformedEvent } from '../../billing/webhook-events.ts';
@@ -88,9 +88,11 @@ export function stripeWebhookRoutes(app: App, deps: Deps): void {
               : { path: '/headers/stripe-signature', message: 'is required' },
           ]);
         }
+        // The SDK is loaded on the first webhook: a process that never receives one never loads it.
+        const { default: StripeSdk } = await import('stripe');
         let event: Stripe.Event;
         try {
-          event = Stripe.webhooks.constructEvent(request.body, signature, secret);
+          event = StripeSdk.webhooks.constructEvent(request.body, signature, secret);
         } catch (err) {
           const reason = err instanceof Error ? err.message : 'unknown reason';
           throw errors.validation(

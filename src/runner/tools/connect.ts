@@ -2,7 +2,6 @@
 import { connectApiSource } from './api-source.ts';
 import { connectConnectorSource } from './connector.ts';
 import { connectLocalSource } from './local-tools.ts';
-import { connectMcpSource } from './mcp/connect-mcp.ts';
 import { toolBoundsProblem } from './tool-bounds.ts';
 import type { ConnectOptions, ConnectResult, SourceToConnect } from './types.ts';
 
@@ -11,7 +10,8 @@ function connectByType(source: SourceToConnect, options: ConnectOptions): Promis
   if (source.authType === 'connector') return connectConnectorSource(source, options);
   switch (source.type) {
     case 'mcp':
-      return connectMcpSource(source, options);
+      // The MCP SDK (and zod, which it brings) is loaded by the first run with an MCP source.
+      return import('./mcp/connect-mcp.ts').then(({ connectMcpSource }) => connectMcpSource(source, options));
     case 'api':
       return connectApiSource(source, options);
     case 'local':

@@ -73,25 +73,25 @@ export function probeHandshake(
         done({ error });
       },
     };
-    try {
-      outboundDispatcher(policy).dispatch(
-        {
-          origin: `${url.protocol === 'wss:' ? 'https:' : 'http:'}//${url.host}`,
-          path: `${url.pathname}${url.search}`,
-          method: 'GET',
-          upgrade: 'websocket',
-          headers: {
-            ...headers,
-            'sec-websocket-key': randomBytes(16).toString('base64'),
-            'sec-websocket-version': '13',
-            'sec-websocket-protocol': SUBPROTOCOL,
+    outboundDispatcher(policy)
+      .then((dispatcher) =>
+        dispatcher.dispatch(
+          {
+            origin: `${url.protocol === 'wss:' ? 'https:' : 'http:'}//${url.host}`,
+            path: `${url.pathname}${url.search}`,
+            method: 'GET',
+            upgrade: 'websocket',
+            headers: {
+              ...headers,
+              'sec-websocket-key': randomBytes(16).toString('base64'),
+              'sec-websocket-version': '13',
+              'sec-websocket-protocol': SUBPROTOCOL,
+            },
           },
-        },
-        handler,
-      );
-    } catch (err) {
-      done({ error: err instanceof Error ? err : new Error(String(err)) });
-    }
+          handler,
+        ),
+      )
+      .catch((err: unknown) => done({ error: err instanceof Error ? err : new Error(String(err)) }));
   });
 }
 
