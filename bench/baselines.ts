@@ -10,7 +10,11 @@
 //                                                       rows) and POST /items (one INSERT)
 //   node bench/baselines.ts pk-pg <port> <url>          the same through a pg Pool (10 clients)
 //   node bench/baselines.ts model <port> <delayMs>      a Chat Completions stand-in that answers
-//                                                       after delayMs; GET /stats: in flight, served
+//                                                       after delayMs; GET /stats: in flight, served;
+//                                                       GET /arrivals: when each `probe:<marker>`
+//                                                       request and the first request arrived (wall
+//                                                       clock, ms), then forgets them (not with ?keep=1);
+//                                                       POST /delay/<ms> changes the delay
 // Each prints one line `ready <json>` on stdout when it listens (with `url`, and for pk-* the
 // `id` of a row to read and the `listOrganizationId` whose rows the list floor reads).
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -415,9 +419,17 @@ async function pkServer(port: number, open: () => Promise<{ query: Query; versio
   return { url, id, listOrganizationId: listOrg, serverVersion: db.version };
 }
 
-async function modelServer(port: number, delayMs: number) {
+/** Wall-clock time in ms with sub-millisecond precision, comparable between processes of this machine. */
+export const wallMs = () => performance.timeOrigin + performance.now();
+
+async function modelServer(port: number, initialDelayMs: number) {
+  let delayMs = initialDelayMs;
   let inFlight = 0;
   let served = 0;
+  // The peers benchmark tags requests with `probe:<marker>` in the prompt and reads back when
+  // each arrived, so that enqueue → start is timed where the work starts: at the model.
+  let arrivals: Record<string, number> = {};
+  let firstAt: number | undefined;
   const usage = { prompt_tokens: 100, completion_tokens: 5, total_tokens: 105 };
   const server = createServer((req, res) => {
     if (req.method === 'GET' && req.url === '/stats') {
@@ -431,11 +443,31 @@ async function modelServer(port: number, delayMs: number) {
       raw += d;
     });
     req.on('end', () => {
+      // The peers benchmark keeps its worker processes across a change of model speed.
+      const delay = /^\/delay\/(\d+)$/.exec(req.url ?? '')?.[1];
+      if (req.method === 'POST' && delay !== undefined) {
+        delayMs = Number(delay);
+        res.writeHead(204);
+        res.end();
+        return;
+      }
+      if (req.method === 'GET' && req.url?.startsWith('/arrivals')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ arrivals, firstAt: firstAt ?? null }));
+        if (req.url.endsWith('?keep=1')) return;
+        arrivals = {};
+        firstAt = undefined;
+        return;
+      }
       if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
         res.writeHead(404, { 'content-type': 'application/json' });
         res.end('{"error":{"message":"not found"}}');
         return;
       }
+      const at = wallMs();
+      firstAt ??= at;
+      const marker = raw.includes('probe:') ? /probe:([\w.-]+)/.exec(raw)?.[1] : undefined;
+      if (marker && arrivals[marker] === undefined) arrivals[marker] = at;
       const body = JSON.parse(raw) as { model: string; stream?: boolean };
       inFlight++;
       let timer: NodeJS.Timeout | undefined;

@@ -3,7 +3,7 @@
 //
 //   node bench/run.ts             full: 3 rounds per measurement
 //   node bench/run.ts --quick     1 round, shorter loads
-//   node bench/run.ts --only=api,engine,scheduler,durability   some parts only (the report says so)
+//   node bench/run.ts --only=api,engine,scheduler,durability,peers   some parts only (the report says so)
 //   node bench/run.ts --profile [--only=…]  service children under --cpu-prof; prints where
 //                                 their CPU time went and writes no report (numbers are skewed)
 //
@@ -20,11 +20,12 @@ import { benchApi, type PartOptions, type PartResult } from './api.ts';
 import { fmt, progress, START_NODE_ARGS, table } from './baselines.ts';
 import { benchDurability } from './durability.ts';
 import { benchEngine } from './engine.ts';
+import { benchPeers } from './peers.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const REPORT = join(ROOT, 'docs', 'benchmarks.md');
 const DEFAULT_POSTGRES = 'postgres://postgres@127.0.0.1:5432/postgres';
-const PARTS = ['api', 'scheduler', 'engine', 'durability'] as const;
+const PARTS = ['api', 'scheduler', 'engine', 'durability', 'peers'] as const;
 type Part = (typeof PARTS)[number];
 
 interface SchedulerModule {
@@ -353,6 +354,7 @@ async function main(): Promise<void> {
       if (part === 'api') result = await benchApi(options);
       else if (part === 'engine') result = await benchEngine(options);
       else if (part === 'durability') result = await benchDurability(options);
+      else if (part === 'peers') result = await benchPeers(options);
       else {
         const file = fileURLToPath(new URL('./scheduler.ts', import.meta.url));
         if (!existsSync(file)) {
