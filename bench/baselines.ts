@@ -381,15 +381,71 @@ export const FLOOR_LIST_SIZE = 20;
 
 type Query = (sql: string, params?: unknown[]) => Promise<unknown[]>;
 
+/** The batched create floor's statement: many task-shaped rows in one INSERT, one commit. */
+const ITEMS_INSERT = `INSERT INTO bench_items
+  (id, organization_id, name, prompt, model, schedule, schedule_time, schedule_days, timezone, status, next_run_at)
+  SELECT i, o, n, 'Summarise the week in five bullet points.', 'openai/gpt-4o-mini', 'weekly', '08:30',
+         ARRAY['monday','thursday'], 'Europe/Berlin', 'active', now() + interval '3 days'
+    FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS x(i, o, n)
+  RETURNING *`;
+/** As src/domain/task-create-batcher.ts batches: at most this many statements in flight (PostgreSQL)… */
+const FLOOR_BATCH_IN_FLIGHT = 4;
+/** …each with at most this many rows. */
+const FLOOR_BATCH_MAX = 64;
+
+/**
+ * Creates batched the way the service batches them (TaskCreateBatcher): a create goes out at
+ * once while fewer than `inFlight` statements run, and otherwise joins the next statement.
+ */
+function insertBatcher(query: Query, inFlight: number) {
+  type Waiting = {
+    id: string;
+    org: string;
+    name: string;
+    done: (row: unknown) => void;
+    fail: (e: unknown) => void;
+  };
+  const queue: Waiting[] = [];
+  let running = 0;
+  const pump = () => {
+    while (running < inFlight && queue.length) {
+      const batch = queue.splice(0, FLOOR_BATCH_MAX);
+      running++;
+      query(ITEMS_INSERT, [batch.map((b) => b.id), batch.map((b) => b.org), batch.map((b) => b.name)])
+        .then((rows) => {
+          const byId = new Map((rows as { id: string }[]).map((r) => [r.id, r]));
+          for (const b of batch) b.done(byId.get(b.id));
+        })
+        .catch((err: unknown) => {
+          for (const b of batch) b.fail(err);
+        })
+        .finally(() => {
+          running--;
+          pump();
+        });
+    }
+  };
+  return (org: string, name: string) =>
+    new Promise<unknown>((done, fail) => {
+      queue.push({ id: randomUUID(), org, name, done, fail });
+      pump();
+    });
+}
+
 /**
  * The primary-key baseline, and the floors of the list and the create: the least a bare route
  * can do for the same work through the same driver (the rows of one organization in one
- * SELECT; one INSERT of a task-shaped row, committed on its own). Nothing is validated,
+ * SELECT; one INSERT of a task-shaped row, committed on its own; the same INSERT batched as the
+ * service batches creates, POST /items/batched). Nothing is validated,
  * authenticated, counted or logged.
  */
-async function pkServer(port: number, open: () => Promise<{ query: Query; version: string }>) {
+async function pkServer(
+  port: number,
+  open: () => Promise<{ query: Query; version: string; maxConcurrency: number }>,
+) {
   const { default: Fastify } = await import('fastify');
   const db = await open();
+  const insertBatched = insertBatcher(db.query, Math.min(FLOOR_BATCH_IN_FLIGHT, db.maxConcurrency));
   await db.query(ITEMS_DDL);
   await db.query(ITEMS_INDEX);
   const org = randomUUID();
@@ -413,6 +469,10 @@ async function pkServer(port: number, open: () => Promise<{ query: Query; versio
   }));
   app.post<{ Body: { organizationId: string; name: string } }>('/items', async (request, reply) => {
     const [row] = await db.query(ITEM_INSERT, [randomUUID(), request.body.organizationId, request.body.name]);
+    return reply.code(201).send(row);
+  });
+  app.post<{ Body: { organizationId: string; name: string } }>('/items/batched', async (request, reply) => {
+    const row = await insertBatched(request.body.organizationId, request.body.name);
     return reply.code(201).send(row);
   });
   const url = await app.listen({ host: '127.0.0.1', port });
@@ -541,6 +601,8 @@ async function main(argv: string[]): Promise<void> {
         return {
           version: version?.server_version ?? 'unknown',
           query: async (sql, params = []) => (await db.query(sql, params)).rows,
+          // One connection: one statement at a time, as the service's PGlite profile.
+          maxConcurrency: 1,
         };
       });
       break;
@@ -552,6 +614,7 @@ async function main(argv: string[]): Promise<void> {
         version:
           (await pool.query<{ server_version: string }>('SHOW server_version')).rows[0]?.server_version ?? '',
         query: async (sql, params = []) => (await pool.query(sql, params)).rows,
+        maxConcurrency: 10,
       }));
       break;
     }
