@@ -444,6 +444,12 @@ async function main(): Promise<void> {
     notes.push(`PostgreSQL was not reachable at \`${redacted}\`: only PGlite was measured.`);
   }
   if (partial) notes.push(`Only these parts were run: ${parts.join(', ')}.`);
+  const busy = Math.max(...[loadBefore, loadavg()].map((l) => Number(l.split(' / ')[0])));
+  if (busy > m.cores) {
+    notes.push(
+      `Other work was running on this machine during the run: a load average of up to ${busy.toFixed(1)} on ${m.cores} cores (above). Absolute figures are low and noisy; the ratios, measured in interleaved rounds against baselines and peers that shared the same conditions, are what this page reports.`,
+    );
+  }
   const report = [
     '# Benchmarks',
     '',
@@ -468,6 +474,10 @@ async function main(): Promise<void> {
           'fastify / pg / autocannon',
           `${packageVersion('fastify')} / ${packageVersion('pg')} / ${packageVersion('autocannon')}`,
         ],
+        [
+          'Graphile Worker / pg-boss / BullMQ / ioredis (peers part)',
+          `${packageVersion('graphile-worker')} / ${packageVersion('pg-boss')} / ${packageVersion('bullmq')} / ${packageVersion('ioredis')}`,
+        ],
         ['Commit', commit ? `${commit}${dirty ? ' (with uncommitted changes)' : ''}` : 'unknown'],
       ],
     ),
@@ -482,9 +492,11 @@ async function main(): Promise<void> {
     'BENCH_API_TARGETS=list,create npm run bench -- --only=api   # some API targets only (get, list, create, createOrgs)',
     'BENCH_ENGINE_ROWS=none npm run bench -- --only=engine      # the memory measurement alone (or rows: instant-c4, 100ms-c4, 100ms-c32)',
     'npm run bench -- --only=durability --quick   # the embedded database with fsync on and off',
+    'npm run bench -- --only=peers               # the service beside Graphile Worker, pg-boss and BullMQ',
+    'BENCH_PEERS_MEASURES=light,throughput,slot npm run bench -- --only=peers   # some peers measures only',
     '```',
     '',
-    `PostgreSQL is taken from \`BENCH_DATABASE_URL\` (default \`${DEFAULT_POSTGRES}\`); each part creates a fresh database there and drops it afterwards. Without a reachable server only PGlite is measured and this page says so.`,
+    `PostgreSQL is taken from \`BENCH_DATABASE_URL\` (default \`${DEFAULT_POSTGRES}\`); each part creates a fresh database there and drops it afterwards. Without a reachable server only PGlite is measured and this page says so. The peers part takes Redis (for BullMQ) from \`BENCH_REDIS_URL\` (default \`redis://127.0.0.1:6379\`) and leaves BullMQ out when it does not answer.`,
     '',
     '## Method',
     '',
