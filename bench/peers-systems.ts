@@ -1,7 +1,7 @@
 // The four systems of the peers benchmark behind one interface: the service and its three
 // peers, each on a database (or Redis key prefix) of its own, with what the bench does to them:
 // start a worker process, add one job, queue many, count what is left, clean up.
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -51,6 +51,12 @@ export interface BenchSystem {
   cleanup(): Promise<void>;
 }
 
+/** Worker processes still running: a bench that ends or fails must not leave them behind. */
+const running = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const p of running) p.kill('SIGKILL');
+});
+
 /** Starts `node bench/peers-worker.ts <system> <options>` and waits for its ready line. */
 function startPeerWorker(
   system: PeerName | 'ceiling',
@@ -60,7 +66,8 @@ function startPeerWorker(
     env: { PATH: process.env.PATH ?? '' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  process.on('exit', () => proc.kill('SIGKILL'));
+  running.add(proc);
+  proc.on('exit', () => running.delete(proc));
   let err = '';
   proc.stderr.on('data', (d) => {
     err = (err + d).slice(-20_000);
