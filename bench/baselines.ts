@@ -25,6 +25,7 @@ import { createServer as createNetServer } from 'node:net';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { FLOOR_BATCH_IN_FLIGHT, insertBatcher, type Query } from './floor-batcher.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
@@ -378,59 +379,6 @@ const ITEMS_OF_ORGANIZATION =
   'SELECT * FROM bench_items WHERE organization_id = $1 ORDER BY created_at DESC, id DESC';
 /** Rows of the organization the floor of the list reads, as many as the service's list has tasks. */
 export const FLOOR_LIST_SIZE = 20;
-
-type Query = (sql: string, params?: unknown[]) => Promise<unknown[]>;
-
-/** The batched create floor's statement: many task-shaped rows in one INSERT, one commit. */
-const ITEMS_INSERT = `INSERT INTO bench_items
-  (id, organization_id, name, prompt, model, schedule, schedule_time, schedule_days, timezone, status, next_run_at)
-  SELECT i, o, n, 'Summarise the week in five bullet points.', 'openai/gpt-4o-mini', 'weekly', '08:30',
-         ARRAY['monday','thursday'], 'Europe/Berlin', 'active', now() + interval '3 days'
-    FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS x(i, o, n)
-  RETURNING *`;
-/** As src/domain/task-create-batcher.ts batches: at most this many statements in flight (PostgreSQL)… */
-const FLOOR_BATCH_IN_FLIGHT = 4;
-/** …each with at most this many rows. */
-const FLOOR_BATCH_MAX = 64;
-
-/**
- * Creates batched the way the service batches them (TaskCreateBatcher): a create goes out at
- * once while fewer than `inFlight` statements run, and otherwise joins the next statement.
- */
-function insertBatcher(query: Query, inFlight: number) {
-  type Waiting = {
-    id: string;
-    org: string;
-    name: string;
-    done: (row: unknown) => void;
-    fail: (e: unknown) => void;
-  };
-  const queue: Waiting[] = [];
-  let running = 0;
-  const pump = () => {
-    while (running < inFlight && queue.length) {
-      const batch = queue.splice(0, FLOOR_BATCH_MAX);
-      running++;
-      query(ITEMS_INSERT, [batch.map((b) => b.id), batch.map((b) => b.org), batch.map((b) => b.name)])
-        .then((rows) => {
-          const byId = new Map((rows as { id: string }[]).map((r) => [r.id, r]));
-          for (const b of batch) b.done(byId.get(b.id));
-        })
-        .catch((err: unknown) => {
-          for (const b of batch) b.fail(err);
-        })
-        .finally(() => {
-          running--;
-          pump();
-        });
-    }
-  };
-  return (org: string, name: string) =>
-    new Promise<unknown>((done, fail) => {
-      queue.push({ id: randomUUID(), org, name, done, fail });
-      pump();
-    });
-}
 
 /**
  * The primary-key baseline, and the floors of the list and the create: the least a bare route

@@ -14,13 +14,12 @@ import {
   throughput,
 } from './peers-measures.ts';
 import { type PeerResults, peersMarkdown } from './peers-report.ts';
+import { modelCeiling, redisAnswers } from './peers-spawn.ts';
 import {
   type BenchSystem,
   bullmqSystem,
   graphileWorkerSystem,
-  modelCeiling,
   pgBossSystem,
-  redisAnswers,
   serviceSystem,
 } from './peers-systems.ts';
 
