@@ -12,7 +12,11 @@
 //                                                       rows) and POST /items (one INSERT)
 //   node bench/baselines.ts pk-pg <port> <url>          the same through a pg Pool (10 clients)
 //   node bench/baselines.ts model <port> <delayMs>      a Chat Completions stand-in that answers
-//                                                       after delayMs; GET /stats: in flight, served
+//                                                       after delayMs; GET /stats: in flight, served;
+//                                                       GET /arrivals: when each `probe:<marker>`
+//                                                       request and the first request arrived (wall
+//                                                       clock, ms), then forgets them (not with ?keep=1);
+//                                                       POST /delay/<ms> changes the delay
 // Each prints one line `ready <json>` on stdout when it listens (with `url`, and for pk-* the
 // `plainId` and `id` of rows to read and the `listOrganizationId` whose rows the list floor reads).
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -23,6 +27,7 @@ import { createServer as createNetServer } from 'node:net';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { FLOOR_BATCH_IN_FLIGHT, insertBatcher, type Query } from './floor-batcher.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
@@ -400,17 +405,20 @@ const ITEMS_OF_ORGANIZATION =
 /** Rows of the organization the floor of the list reads, as many as the service's list has tasks. */
 export const FLOOR_LIST_SIZE = 20;
 
-type Query = (sql: string, params?: unknown[]) => Promise<unknown[]>;
-
 /**
  * The primary-key baseline, and the floors of the list and the create: the least a bare route
  * can do for the same work through the same driver (the rows of one organization in one
- * SELECT; one INSERT of a task-shaped row, committed on its own). Nothing is validated,
+ * SELECT; one INSERT of a task-shaped row, committed on its own; the same INSERT batched as the
+ * service batches creates, POST /items/batched). Nothing is validated,
  * authenticated, counted or logged.
  */
-async function pkServer(port: number, open: () => Promise<{ query: Query; version: string }>) {
+async function pkServer(
+  port: number,
+  open: () => Promise<{ query: Query; version: string; maxConcurrency: number }>,
+) {
   const { default: Fastify } = await import('fastify');
   const db = await open();
+  const insertBatched = insertBatcher(db.query, Math.min(FLOOR_BATCH_IN_FLIGHT, db.maxConcurrency));
   await db.query(ITEMS_DDL);
   await db.query(ITEMS_INDEX);
   await db.query(PLAIN_DDL);
@@ -447,13 +455,25 @@ async function pkServer(port: number, open: () => Promise<{ query: Query; versio
     const [row] = await db.query(ITEM_INSERT, [randomUUID(), request.body.organizationId, request.body.name]);
     return reply.code(201).send(row);
   });
+  app.post<{ Body: { organizationId: string; name: string } }>('/items/batched', async (request, reply) => {
+    const row = await insertBatched(request.body.organizationId, request.body.name);
+    return reply.code(201).send(row);
+  });
   const url = await app.listen({ host: '127.0.0.1', port });
   return { url, id, plainId, listOrganizationId: listOrg, serverVersion: db.version };
 }
 
-async function modelServer(port: number, delayMs: number) {
+/** Wall-clock time in ms with sub-millisecond precision, comparable between processes of this machine. */
+export const wallMs = () => performance.timeOrigin + performance.now();
+
+async function modelServer(port: number, initialDelayMs: number) {
+  let delayMs = initialDelayMs;
   let inFlight = 0;
   let served = 0;
+  // The peers benchmark tags requests with `probe:<marker>` in the prompt and reads back when
+  // each arrived, so that enqueue → start is timed where the work starts: at the model.
+  let arrivals: Record<string, number> = {};
+  let firstAt: number | undefined;
   const usage = { prompt_tokens: 100, completion_tokens: 5, total_tokens: 105 };
   const server = createServer((req, res) => {
     if (req.method === 'GET' && req.url === '/stats') {
@@ -467,11 +487,31 @@ async function modelServer(port: number, delayMs: number) {
       raw += d;
     });
     req.on('end', () => {
+      // The peers benchmark keeps its worker processes across a change of model speed.
+      const delay = /^\/delay\/(\d+)$/.exec(req.url ?? '')?.[1];
+      if (req.method === 'POST' && delay !== undefined) {
+        delayMs = Number(delay);
+        res.writeHead(204);
+        res.end();
+        return;
+      }
+      if (req.method === 'GET' && req.url?.startsWith('/arrivals')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ arrivals, firstAt: firstAt ?? null }));
+        if (req.url.endsWith('?keep=1')) return;
+        arrivals = {};
+        firstAt = undefined;
+        return;
+      }
       if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
         res.writeHead(404, { 'content-type': 'application/json' });
         res.end('{"error":{"message":"not found"}}');
         return;
       }
+      const at = wallMs();
+      firstAt ??= at;
+      const marker = raw.includes('probe:') ? /probe:([\w.-]+)/.exec(raw)?.[1] : undefined;
+      if (marker && arrivals[marker] === undefined) arrivals[marker] = at;
       const body = JSON.parse(raw) as { model: string; stream?: boolean };
       inFlight++;
       let timer: NodeJS.Timeout | undefined;
@@ -545,6 +585,8 @@ async function main(argv: string[]): Promise<void> {
         return {
           version: version?.server_version ?? 'unknown',
           query: async (sql, params = []) => (await db.query(sql, params)).rows,
+          // One connection: one statement at a time, as the service's PGlite profile.
+          maxConcurrency: 1,
         };
       });
       break;
@@ -556,6 +598,7 @@ async function main(argv: string[]): Promise<void> {
         version:
           (await pool.query<{ server_version: string }>('SHOW server_version')).rows[0]?.server_version ?? '',
         query: async (sql, params = []) => (await pool.query(sql, params)).rows,
+        maxConcurrency: 10,
       }));
       break;
     }

@@ -126,6 +126,37 @@ describe('the scheduler (due-task claimer)', () => {
     assert.equal((await getTask(task.id)).nextRunAt, '2027-05-12T07:00:00.000Z');
   });
 
+  test('the dispatch lag runs from the slot to the commit of the run, not to the start of its batch', async () => {
+    clock.set('2027-05-12T06:10:00Z');
+    const task = await createTask({ schedule: 'hourly' });
+    const lagSum = async () => {
+      const raw = (await svc.call({ method: 'GET', url: '/metrics' })).raw;
+      const sum = /^svc_scheduler_dispatch_lag_seconds_sum (\S+)$/m.exec(raw)?.[1];
+      const count = /^svc_scheduler_dispatch_lag_seconds_count (\S+)$/m.exec(raw)?.[1];
+      return { sum: Number(sum ?? 0), count: Number(count ?? 0) };
+    };
+    const before = await lagSum();
+    // The batch reads its "now" 5 s after the slot; its statements and commit then take 30 s.
+    clock.set('2027-05-12T07:00:05Z');
+    let slow = true;
+    clock.agreedNow = async () => {
+      const now = clock.now();
+      if (slow) clock.advance(30_000);
+      slow = false;
+      return now;
+    };
+    try {
+      assert.equal((await scheduler.tick()).runsCreated, 1);
+    } finally {
+      // Back to ManualClock's own method.
+      Reflect.deleteProperty(clock, 'agreedNow');
+    }
+    const after = await lagSum();
+    assert.equal(after.count - before.count, 1);
+    assert.equal(Math.round((after.sum - before.sum) * 1000), 35_000);
+    await finishRunsOf(task.id);
+  });
+
   test('a slot whose previous run is still pending is skipped, counted and logged', async () => {
     clock.set('2027-05-12T06:10:00Z');
     const task = await createTask({ schedule: 'hourly' });

@@ -44,7 +44,7 @@ export function createMetrics() {
     }),
     dispatchLag: new Histogram({
       name: 'svc_scheduler_dispatch_lag_seconds',
-      help: 'Time from a schedule slot to the creation of its run',
+      help: 'Time from a schedule slot to the commit of its run',
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 15, 60, 300, 3600],
       registers: [registry],
     }),

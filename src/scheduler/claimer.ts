@@ -105,10 +105,15 @@ export class DueTaskClaimer {
         const now = await clock.agreedNow(tx);
         const tasks = await lockDueTasks(tx, now, BATCH_SIZE);
         const created = await this.#claimBatch(tx, tasks, now, total);
-        if (created) await notify(tx, 'svc_runs');
+        if (created.length) await notify(tx, 'svc_runs');
         return { size: tasks.length, created };
       });
-      total.runsCreated += batch.created;
+      // The lag ends when the runs exist for the workers: at the commit, read after it (the
+      // batch's own "now" was read before its statements and would leave their time out).
+      const committed = clock.now().getTime();
+      for (const slot of batch.created)
+        this.#deps.metrics.dispatchLag.observe((committed - slot.getTime()) / 1000);
+      total.runsCreated += batch.created.length;
       if (batch.size < BATCH_SIZE) break;
     }
   }
@@ -118,7 +123,8 @@ export class DueTaskClaimer {
    * planned here, the run limits of their organizations counted under those organizations'
    * row locks, their runs inserted by one statement and the tasks advanced by another.
    */
-  async #claimBatch(tx: Queryable, tasks: TaskRow[], now: Date, total: TickResult): Promise<number> {
+  /** Returns the slots of the runs it created. */
+  async #claimBatch(tx: Queryable, tasks: TaskRow[], now: Date, total: TickResult): Promise<Date[]> {
     const { config } = this.#deps;
     const planned = tasks.flatMap((task) =>
       task.next_run_at
@@ -173,12 +179,12 @@ export class DueTaskClaimer {
       slots.length || missed.length
         ? await insertSlotRuns(tx, slots, now, remaining, missed, prune)
         : new Map<string, SlotRunOutcome>();
-    let created = 0;
+    const created: Date[] = [];
     const refused = new Map<string, RunAllowance>();
     const overBudget: { task: TaskRow; costLimit: CostLimit }[] = [];
     const advances = planned.map(({ task, plan }) => {
-      const outcome = this.#record(task, plan, inserted.get(task.id), now, total);
-      if (outcome === 'run') created++;
+      const outcome = this.#record(task, plan, inserted.get(task.id), total);
+      if (outcome === 'run' && plan.runSlot) created.push(plan.runSlot);
       const allowance = allowances.get(task.organization_id);
       if (outcome === 'skipped_run_limit' && allowance) refused.set(task.organization_id, allowance);
       const costLimit = costLimits.get(task.id);
@@ -235,7 +241,6 @@ export class DueTaskClaimer {
     task: TaskRow,
     plan: DueSlotPlan,
     inserted: SlotRunOutcome | undefined,
-    now: Date,
     total: TickResult,
   ): 'run' | 'skipped_overlap' | 'skipped_budget' | 'skipped_run_limit' | 'none' {
     const { log, metrics } = this.#deps;
@@ -280,7 +285,6 @@ export class DueTaskClaimer {
     // constraint made the insert a no-op, which is exactly "never two runs for one slot".
     if (!inserted.run) return 'none';
     metrics.schedulerSlots.inc({ outcome: 'run' });
-    metrics.dispatchLag.observe((now.getTime() - plan.runSlot.getTime()) / 1000);
     log.info({ ...context, runId: inserted.run.id, slot: plan.runSlot }, 'run created for schedule slot');
     return 'run';
   }

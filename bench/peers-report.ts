@@ -1,0 +1,256 @@
+// The peers part's section of docs/benchmarks.md and its summary figures (the targets table of
+// bench/run.ts reads them): each measure per system, and the ratio of the service to the best
+// PostgreSQL peer with its goal and status.
+import { readFileSync } from 'node:fs';
+import type { PartResult } from './api.ts';
+import { fmt, median, table } from './baselines.ts';
+import type { peerSizes } from './peers.ts';
+import type { ThroughputResult } from './peers-measures.ts';
+
+export interface PeerResults {
+  sizes: ReturnType<typeof peerSizes>;
+  /** By system: enqueue → start per probe, ms, pooled over the rounds. */
+  latencies: Map<string, number[]>;
+  idleRss: Map<string, number[]>;
+  queuedRss: Map<string, number[]>;
+  /** By `<system>.<row key>`: one per round. */
+  throughput: Map<string, ThroughputResult[]>;
+  /** By row key: model-only calls/s, one per round. */
+  ceilings: Map<string, number[]>;
+  /** By system: slot → start per job, ms, pooled over the rounds. */
+  slots: Map<string, number[]>;
+  redis: boolean;
+}
+
+const LABEL: Record<string, string> = {
+  service: 'service',
+  'graphile-worker': 'Graphile Worker',
+  'pg-boss': 'pg-boss',
+  bullmq: 'BullMQ (Redis)',
+};
+const PG_PEERS = ['graphile-worker', 'pg-boss'];
+
+/** Nearest-rank percentile; NaN (never started) counts as later than everything. */
+function pct(values: number[] | undefined, q: number): number {
+  if (!values?.length) return Number.NaN;
+  const v = values.map((x) => (Number.isNaN(x) ? Number.POSITIVE_INFINITY : x)).sort((a, b) => a - b);
+  return v[Math.max(1, Math.ceil(q * v.length)) - 1] ?? Number.NaN;
+}
+
+function version(name: string): string {
+  try {
+    const url = new URL(`../node_modules/${name}/package.json`, import.meta.url);
+    return (JSON.parse(readFileSync(url, 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+const ms = (n: number) => (n === Number.POSITIVE_INFINITY ? 'not started' : `${fmt(n)} ms`);
+const mb = (n: number) => `${fmt(n / 2 ** 20)} MB`;
+const x = (n: number) => `${fmt(n, 2)}×`;
+const status = (ok: boolean | undefined) => (ok === undefined ? 'not measured' : ok ? 'met' : 'MISSED');
+
+/** The best PostgreSQL peer's value: the lowest (lower is better) or the highest. */
+function best(values: Map<string, number>, lowerIsBetter: boolean): [string, number] | undefined {
+  let out: [string, number] | undefined;
+  for (const p of PG_PEERS) {
+    const v = values.get(p);
+    if (v === undefined || !Number.isFinite(v)) continue;
+    if (!out || (lowerIsBetter ? v < out[1] : v > out[1])) out = [p, v];
+  }
+  return out;
+}
+
+export function peersMarkdown(r: PeerResults, systems: string[]): PartResult {
+  const summary: Record<string, number> = {};
+  const targets: string[][] = [];
+  const measures: string[][] = [];
+  /** One measure: a value per system, its ratio to the best PostgreSQL peer, goal and status. */
+  const measure = (
+    key: string,
+    label: string,
+    values: Map<string, number>,
+    show: (n: number) => string,
+    o: { lowerIsBetter: boolean; goal?: number; against?: string },
+  ) => {
+    const b = o.against
+      ? ([o.against, values.get(o.against) ?? Number.NaN] as [string, number])
+      : best(values, o.lowerIsBetter);
+    const service = values.get('service');
+    const ratio = b && service !== undefined ? service / b[1] : Number.NaN;
+    summary[`peers.${key}.service`] = service ?? Number.NaN;
+    summary[`peers.${key}.ratio`] = ratio;
+    const ok =
+      o.goal === undefined || !Number.isFinite(ratio)
+        ? undefined
+        : o.lowerIsBetter
+          ? ratio <= o.goal
+          : ratio >= o.goal;
+    measures.push([
+      label,
+      ...systems.map((s) => show(values.get(s) ?? Number.NaN)),
+      b ? (LABEL[b[0]] ?? b[0]) : 'n/a',
+      x(ratio),
+    ]);
+    targets.push([
+      label,
+      Number.isFinite(ratio)
+        ? `${x(ratio)} (${show(service ?? Number.NaN)} vs ${show(b?.[1] ?? Number.NaN)}, ${LABEL[b?.[0] ?? ''] ?? ''})`
+        : 'n/a',
+      o.goal === undefined ? '— (reported)' : `${o.lowerIsBetter ? '≤' : '≥'} ${o.goal}×`,
+      o.goal === undefined ? '—' : status(ok),
+    ]);
+  };
+  const per = (f: (s: string) => number) => new Map(systems.map((s) => [s, f(s)]));
+
+  measure(
+    'enqueue.p50',
+    'enqueue → start, light load, p50',
+    per((s) => pct(r.latencies.get(s), 0.5)),
+    ms,
+    { lowerIsBetter: true, goal: 1 },
+  );
+  measure(
+    'enqueue.p99',
+    'enqueue → start, light load, p99',
+    per((s) => pct(r.latencies.get(s), 0.99)),
+    ms,
+    { lowerIsBetter: true, goal: 1 },
+  );
+  measure(
+    'slot.p50',
+    'slot → start, 20 due at once, p50',
+    per((s) => pct(r.slots.get(s), 0.5)),
+    ms,
+    {
+      lowerIsBetter: true,
+      goal: 1,
+      against: 'graphile-worker',
+    },
+  );
+  measure(
+    'slot.max',
+    'slot → start, 20 due at once, max',
+    per((s) => pct(r.slots.get(s), 1)),
+    ms,
+    {
+      lowerIsBetter: true,
+      goal: 1,
+      against: 'graphile-worker',
+    },
+  );
+  for (const row of r.sizes.rows) {
+    const rps = per((s) => median((r.throughput.get(`${s}.${row.key}`) ?? []).map((t) => t.runsPerSecond)));
+    const model = row.delayMs ? `${row.delayMs} ms model` : 'instant model';
+    measure(
+      `rps.${row.key}`,
+      `runs/s, ${fmt(row.units)} units, ${model}, concurrency ${row.concurrency}`,
+      rps,
+      (n) => `${fmt(n)}/s`,
+      {
+        lowerIsBetter: false,
+        goal: row.delayMs ? undefined : 1,
+      },
+    );
+    if (row.delayMs) {
+      const ceiling = median(r.ceilings.get(row.key) ?? []);
+      const service = rps.get('service') ?? Number.NaN;
+      summary[`peers.ceiling.${row.key}`] = ceiling;
+      summary[`peers.ceilingRatio.${row.key}`] = service / ceiling;
+      targets.push([
+        `runs/s, ${model}, concurrency ${row.concurrency}: service vs the model-only ceiling`,
+        `${x(service / ceiling)} (${fmt(service)} vs ${fmt(ceiling)}/s)`,
+        '≥ 0.95×',
+        status(Number.isFinite(service / ceiling) ? service / ceiling >= 0.95 : undefined),
+      ]);
+    }
+    const cpu = per((s) => {
+      const t = r.throughput.get(`${s}.${row.key}`) ?? [];
+      return median(t.map((v) => v.processCpuMs + v.databaseCpuMs));
+    });
+    measure(
+      `cpu.${row.key}`,
+      `CPU ms per run (process + database), ${model}, concurrency ${row.concurrency}`,
+      cpu,
+      (n) => `${fmt(n)} ms`,
+      {
+        lowerIsBetter: true,
+        ...(row.key === 'instant-c8' && { goal: 1 }),
+      },
+    );
+  }
+  measure(
+    'rss.idle',
+    'RSS idle',
+    per((s) => median(r.idleRss.get(s) ?? [])),
+    mb,
+    { lowerIsBetter: true, goal: 1.25, against: 'graphile-worker' },
+  );
+  measure(
+    'rss.queued',
+    `RSS with ${fmt(r.sizes.queued)} queued`,
+    per((s) => median(r.queuedRss.get(s) ?? [])),
+    mb,
+    {
+      lowerIsBetter: true,
+    },
+  );
+
+  const cpuRows: string[][] = [];
+  for (const row of r.sizes.rows) {
+    for (const s of systems) {
+      const t = r.throughput.get(`${s}.${row.key}`) ?? [];
+      cpuRows.push([
+        row.key,
+        LABEL[s] ?? s,
+        fmt(median(t.map((v) => v.processCpuMs))),
+        fmt(median(t.map((v) => v.databaseCpuMs))),
+      ]);
+    }
+  }
+  const markdown = [
+    '## Peers: the service beside Graphile Worker, pg-boss and BullMQ',
+    '',
+    `Versions: Graphile Worker ${version('graphile-worker')}, pg-boss ${version('pg-boss')}, BullMQ ${version('bullmq')} with ioredis ${version('ioredis')}${r.redis ? '' : ' (Redis did not answer: BullMQ not measured)'}, the \`openai\` SDK ${version('openai')} in every handler. ${r.sizes.rounds} round(s); latencies pooled over the rounds, runs/s, CPU and RSS medians of the rounds. "Best peer" is the best PostgreSQL peer (Graphile Worker or pg-boss); BullMQ runs on Redis and is shown for reference only. Ratios are the service's figure divided by the best peer's.`,
+    '',
+    '### Targets',
+    '',
+    table(['measure', 'service vs best PostgreSQL peer', 'goal', 'status'], targets),
+    '',
+    '### Every system',
+    '',
+    table(
+      ['measure', ...systems.map((s) => LABEL[s] ?? s), 'best PostgreSQL peer', 'service / best'],
+      measures,
+    ),
+    '',
+    table(
+      [
+        'row',
+        'system',
+        'CPU ms per run, worker process',
+        'CPU ms per run, database (PostgreSQL backends; BullMQ: redis-server)',
+      ],
+      cpuRows,
+    ),
+    '',
+    ...PEERS_METHOD(r),
+  ].join('\n');
+  return { markdown, summary };
+}
+
+const PEERS_METHOD = (r: PeerResults) => [
+  '### Method',
+  '',
+  "- **Same database server, same model.** Each system gets a fresh database on the PostgreSQL server the other parts use (BullMQ a key prefix of its own on the Redis at `BENCH_REDIS_URL`, default `redis://127.0.0.1:6379`), dropped afterwards. Each system's worker runs in a process of its own (the service as `npm start` runs it, all roles, `SVC_WORKER_CONCURRENCY` and `SVC_ORG_CONCURRENCY` set to the concurrency; the peers as `node bench/peers-worker.ts <peer>`), against the same model stand-in (`node bench/baselines.ts model`, the one the engine part uses, in its own process; instant, or answering after 100 ms).",
+  "- **The same model call.** Every peer's handler makes one streamed Chat Completions call with usage through the official `openai` SDK, the client the service's model client (`src/runner/model-client.ts`) is built on, over Node's built-in fetch, and reads the answer to its end; the service's client also bounds the answer's bytes. So the HTTP work per unit is the same and what differs is the queue.",
+  '- **Interleaved.** Every round measures each measure on the service, Graphile Worker, pg-boss and BullMQ in turn, so a busy moment of the shared machine falls on all of them; ratios, not absolute figures, are the result.',
+  `- **Enqueue → start** (light load): a worker at concurrency 8, then ${r.sizes.probes} jobs added one at a time, ${r.sizes.gapMs} ms apart, each carrying a marker the model stand-in records with the time its request arrived (wall clock, same machine). The service's job is \`POST /api/svc/tasks/{id}/run\` with the organization's API key (one task per probe); Graphile Worker's \`addJob\`, pg-boss's \`send\` (queue with \`notify: true\`, instance with \`useListenNotify: true\`), BullMQ's \`Queue.add\`, from the bench process. Time from just before the call to the model request's arrival.`,
+  `- **Slot → start**: ${SLOT} jobs due at one time, every system's worker running at once (independent processes on independent databases). The peers only know minutes, so their jobs come from their own schedulers at the next minute boundary at least 10 s away: Graphile Worker's crontab (${SLOT} lines \`* * * * *\`), pg-boss's \`schedule\` with its defaults, BullMQ's \`upsertJobScheduler\`; the service's tasks are made due (\`next_run_at\`, as the scheduler stores a slot) 3 s after its process is up, which is before the peers' minute, so the bursts do not overlap. Time from the slot to the model request's arrival. Waits at most 40 s after the minute (a job not started by then shows as "not started").`,
+  `- **Runs/s**: the units are queued at once (one transaction: run-now's \`insertRun\` per run for the service, as bench/engine.ts does; \`addJobs\`, \`insert\`, \`addBulk\` for the peers) into an idle worker at the given concurrency; runs/s is units over the span from the first model request received to the moment no unit is left pending or running (polled every 25 ms). The model-only ceiling is the same number of calls at the same concurrency from a process of their own (\`node bench/peers-worker.ts ceiling\`), no queue.`,
+  "- **CPU per run**: user + system time from /proc/<pid>/stat of the worker process and of the PostgreSQL backends serving that system's database (pids from `pg_stat_activity`, the bench's own connections left out; BullMQ: the redis-server process), from the end of the enqueue to the end, divided by the units. PostgreSQL's background processes (WAL writer, checkpointer) are not counted for anyone.",
+  `- **RSS**: VmRSS from /proc/<pid>/status of the worker process (concurrency 8) after 2 s with nothing to do, and the largest sample (every 50 ms) while ${fmt(r.sizes.queued)} jobs queued at once drain against the instant model.`,
+  "- **What the service does per run that the peers don't**: it checks the organization's run limit and cost limit and writes the usage ledger row with the run; it claims fairly across organizations (`SVC_ORG_CONCURRENCY`) under a claim lock with a lease, and renews leases while runs are out; it loads the task's context (task, skills, sources, organization) and builds the prompt; it records the model's usage and cost with the result, queues deliveries for the task's destinations (none here) and keeps slot records (exactly once per slot) for scheduled runs. The peers store a payload and delete (Graphile Worker) or mark (pg-boss, BullMQ) the job. The peers' figures are therefore a floor for work that does less, which is why the goal is to be ahead of them anyway.",
+];
+const SLOT = 20;
