@@ -23,13 +23,26 @@ import { startWebhookReceiver, type WebhookReceiver } from './helpers/webhook-re
 
 const PUBLIC_URL = 'http://tasks.example';
 
-/** Calls the `whoami` tool once, then answers with what it said. */
-function callWhoami(request: ModelRequest): ModelReply {
-  const result = request.body.messages.find((m) => m.role === 'tool');
-  if (result) return { content: `The tool said: ${result.content}` };
+/** A task prompt that has the model call `whoami` twice, one step after the other. */
+const TWICE = 'Call whoami twice';
+
+/** Calls the `whoami` tool once (twice for TWICE), then answers with what it said. */
+function callWhoami(prompt: string, request: ModelRequest): ModelReply {
+  const results = request.body.messages.filter((m) => m.role === 'tool');
+  if (results.length >= (prompt.includes(TWICE) ? 2 : 1))
+    return { content: `The tool said: ${results.map((r) => r.content).join(' / ')}` };
   const name = request.body.tools?.map((t) => t.function.name).find((n) => n.endsWith('__whoami'));
   return name ? { toolCalls: [{ name, arguments: {} }] } : { content: 'no tool offered' };
 }
+
+/** A hook that runs once. */
+const once = (f: () => void) => {
+  let done = false;
+  return () => {
+    if (!done) f();
+    done = true;
+  };
+};
 
 describe('OAuth sources', () => {
   let svc: TestService;
@@ -41,7 +54,7 @@ describe('OAuth sources', () => {
   before(async () => {
     as = await startOAuthMcpServer();
     hook = await startWebhookReceiver();
-    ({ svc, model } = await startWorkerService((_p, _i, request) => callWhoami(request), {
+    ({ svc, model } = await startWorkerService((prompt, _i, request) => callWhoami(prompt, request), {
       SVC_ALLOW_PRIVATE_URLS: 'true',
       SVC_PUBLIC_URL: PUBLIC_URL,
       SVC_OAUTH_CLIENTS: `operator=operator-client:operator-secret-0123456789`,
@@ -235,6 +248,62 @@ describe('OAuth sources', () => {
     assert.equal((await getSource(source.id)).isActive, true);
     const back = await run(task.id);
     assert.equal(back.status, 'completed', back.error);
+  });
+
+  test('an access token that stops working between two tool calls of a run is refreshed and the second call is tried again with the new one', async () => {
+    const source = await connectedSource('Calendar');
+    const task = await newTask(svc, org, { sourceIds: [source.id], prompt: `${TWICE} (calendar)` });
+    const refreshes = as.counts.refreshes;
+    const accepted = as.accepted.length;
+    // The first call answers, then the provider stops taking every access token it issued.
+    as.onToolCall = once(() => as.expireAccessTokens());
+    const done = await run(task.id).finally(() => {
+      as.onToolCall = undefined;
+    });
+    assert.equal(done.status, 'completed', done.error);
+    assert.match(done.output, /The tool said: signed in as client \S+ \/ signed in as client \S+/);
+    assert.equal(as.counts.refreshes, refreshes + 1, 'one refresh, during the run');
+    const used = as.accepted.slice(accepted);
+    assert.notEqual(used.at(-1), used[0], 'the second call carried the new token');
+    assert.equal((await getSource(source.id)).isActive, true);
+  });
+
+  test('a refresh token revoked between two tool calls of a run fails the run naming the source, deactivates it and tells the destinations once', async () => {
+    const source = await connectedSource('Drive');
+    const task = await newTask(svc, org, {
+      sourceIds: [source.id],
+      prompt: `${TWICE} (drive)`,
+      destinations: [{ type: 'webhook', value: hook.url }],
+      autoPauseAfterFailures: 0,
+    });
+    const refused = as.counts.refusedRefreshes;
+    as.onToolCall = once(() => {
+      as.expireAccessTokens();
+      as.revokeRefreshTokens();
+    });
+    const failed = await run(task.id).finally(() => {
+      as.onToolCall = undefined;
+    });
+    assert.equal(failed.status, 'failed');
+    assert.match(failed.error, /source "Drive": the OAuth sign-in has run out .*reconnect it/);
+    assert.equal(as.counts.refusedRefreshes, refused + 1, 'the provider was asked once');
+    assert.equal((await getSource(source.id)).isActive, false);
+    const asked = model.requests.filter((r) =>
+      r.body.messages.some((m) => m.role === 'user' && String(m.content).includes(task.prompt)),
+    );
+    assert.equal(asked.length, 2, 'the model is not asked again after the sign-in ran out');
+
+    const again = await run(task.id);
+    assert.equal(again.status, 'failed');
+    assert.match(again.error, /source "Drive".*reconnect/);
+    assert.equal(as.counts.refusedRefreshes, refused + 1, 'an expired sign-in is not tried again');
+    assert.equal((await notices(task.id)).length, 1, 'one notice per destination, once');
+    const told = await waitFor('the source.disconnected webhook of Drive', async () =>
+      hook.requests
+        .map((r) => JSON.parse(r.body))
+        .find((e) => e.type === 'source.disconnected' && e.data.sourceName === 'Drive'),
+    );
+    assert.match(told.data.reason, /refresh/);
   });
 
   test('runs that find the token refused at once share one refresh: a rotated refresh token is never used twice', async () => {

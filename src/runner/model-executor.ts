@@ -128,6 +128,7 @@ export function modelExecutor(deps: ExecutorDeps): RunExecutor {
           record: job.recordUsage,
           messages,
           toolbox,
+          ...(opened && { lostSignIn: opened.lostSignIn }),
           signal,
         });
         if (!result.ok) return result;
@@ -157,6 +158,8 @@ interface LoopInput {
   record: RunJob['recordUsage'];
   messages: ChatCompletionMessageParam[];
   toolbox: Toolbox;
+  /** An oauth source whose sign-in ran out during the run (its refresh failed), if one did. */
+  lostSignIn?: () => { errorType: ConnectErrorType; message: string } | undefined;
   signal: AbortSignal;
 }
 
@@ -220,6 +223,10 @@ async function toolLoop(client: ModelClient, input: LoopInput): Promise<RunResul
       calls.forEach((c, i) => {
         messages.push({ role: 'tool', tool_call_id: c.id, content: results[i] ?? '' });
       });
+      // A source whose sign-in ran out during these calls fails the run as it would have at
+      // connect time (naming the source, saying to reconnect): the model is not asked again.
+      const lost = input.lostSignIn?.();
+      if (lost) return failure(sourceFailure(lost.errorType), lost.message, totals, lastText);
     }
   } catch (err) {
     // Aborted (timeout, lost lease, shutdown): the worker decides what happened; what was

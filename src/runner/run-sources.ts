@@ -8,6 +8,7 @@ import { openSourceSecrets } from '../domain/sources.ts';
 import { outboundFetch } from '../lib/outbound.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import { oauthAccessToken } from './source-oauth.ts';
+import { type LostSignIn, signedInFetch } from './source-oauth-fetch.ts';
 import { startsProcess, withStdioSlot } from './stdio-slots.ts';
 import { Toolbox } from './toolbox.ts';
 import { connectSource } from './tools/connect.ts';
@@ -22,12 +23,17 @@ export interface SourceDeps extends Pick<Deps, 'db' | 'clock' | 'log'> {
   secretBox: SecretBox;
 }
 
-/** Connects one stored source. Secrets that fail to open are a value, like any other failure. */
+/**
+ * Connects one stored source. Secrets that fail to open are a value, like any other failure.
+ * `onSignInLost` hears of an oauth source whose token a request found refused and whose
+ * refresh then failed after it connected (the run ends with it).
+ */
 export async function connectStoredSource(
   deps: SourceDeps,
   source: RunSource,
   signal: AbortSignal,
   taskId?: string,
+  onSignInLost?: (lost: LostSignIn) => void,
 ): Promise<ConnectResult> {
   let secrets: ReturnType<typeof openSourceSecrets>;
   try {
@@ -39,8 +45,9 @@ export async function connectStoredSource(
       message: `the stored credentials of source "${source.name}" cannot be decrypted (was SVC_SECRET_KEY changed?); set them again with a PATCH`,
     };
   }
-  // An oauth source's access token comes from its sign-in (refreshed when near its end); a 401
-  // to the connection gets one refresh and one more try.
+  // An oauth source's access token comes from its sign-in (refreshed when near its end); every
+  // request of the connection, at connect time and after, goes through signedInFetch, where a
+  // 401 gets one refresh and one more try.
   const oauth =
     source.auth_type === 'oauth' && sendsAuth(source)
       ? await oauthAccessToken(deps, source, {
@@ -50,8 +57,19 @@ export async function connectStoredSource(
       : undefined;
   if (oauth && !oauth.ok) return { ok: false, errorType: oauth.errorType, message: oauth.message };
   if (oauth) secrets = { ...secrets, credentials: { ...secrets.credentials, token: oauth.token } };
-  const connectOnce = () =>
-    connectSource(
+  let connected = false;
+  const signedIn = oauth
+    ? signedInFetch(
+        outboundFetch(deps.config),
+        oauth,
+        source.auth_config?.headerName ?? 'Authorization',
+        (lost) => {
+          if (connected) onSignInLost?.(lost);
+        },
+      )
+    : undefined;
+  const connect = async (): Promise<ConnectResult> => {
+    const result = await connectSource(
       {
         id: source.id,
         organizationId: source.organization_id,
@@ -65,20 +83,18 @@ export async function connectStoredSource(
       },
       {
         config: deps.config,
-        fetch: outboundFetch(deps.config),
+        fetch: signedIn?.fetch ?? outboundFetch(deps.config),
         timeoutMs: SOURCE_CONNECT_TIMEOUT_MS,
         signal,
         // Every connection of a connector source keeps its connectorConnected true.
         connectorAccount: (account, subject) => recordAccount(deps, source, subject, account),
       },
     );
-  const connect = async (): Promise<ConnectResult> => {
-    const first = await connectOnce();
-    if (first.ok || first.errorType !== 'auth_failed' || !oauth?.ok || signal.aborted) return first;
-    const renewed = await oauth.refresh();
-    if (!renewed.ok) return { ok: false, errorType: renewed.errorType, message: renewed.message };
-    secrets = { ...secrets, credentials: { ...secrets.credentials, token: renewed.token } };
-    return connectOnce();
+    connected = result.ok;
+    // The refresh a 401 asked for failed: that, not the 401, is what to tell (reconnect...).
+    const lost = signedIn?.lost;
+    if (!result.ok && lost) return { ok: false, errorType: lost.errorType, message: lost.message };
+    return result;
   };
   return startsProcess(source)
     ? withStdioSlot(deps.config, source.organization_id, source.name, connect)
@@ -94,7 +110,13 @@ function sendsAuth(source: RunSource): boolean {
 }
 
 export type OpenedSources =
-  | { ok: true; toolbox: Toolbox; close(): Promise<void> }
+  | {
+      ok: true;
+      toolbox: Toolbox;
+      /** The first oauth sign-in lost during the run (its refresh failed): the run ends with it. */
+      lostSignIn(): LostSignIn | undefined;
+      close(): Promise<void>;
+    }
   | { ok: false; errorType: ConnectErrorType; message: string };
 
 /**
@@ -108,7 +130,14 @@ export async function openRunSources(
   signal: AbortSignal,
   taskId?: string,
 ): Promise<OpenedSources> {
-  const results = await Promise.all(sources.map((s) => connectStoredSource(deps, s, signal, taskId)));
+  let lost: LostSignIn | undefined;
+  const results = await Promise.all(
+    sources.map((s) =>
+      connectStoredSource(deps, s, signal, taskId, (l) => {
+        lost ??= l;
+      }),
+    ),
+  );
   const connections = results.flatMap((r): ToolConnection[] => (r.ok ? [r.connection] : []));
   const close = async () => {
     await Promise.allSettled(connections.map((c) => c.close()));
@@ -128,5 +157,5 @@ export async function openRunSources(
     const source = sources[i];
     if (r.ok && source) toolbox.add(source, r.connection);
   });
-  return { ok: true, toolbox, close };
+  return { ok: true, toolbox, lostSignIn: () => lost, close };
 }

@@ -256,15 +256,19 @@ export async function oauthAccessToken(
       message: `source "${source.name}" has never been connected: ${reconnect(source).replace('reconnect', 'connect')}`,
     };
   }
-  return tokenOf(deps, source, row, o.taskId, false);
+  return tokenOf(deps, source, row, o.taskId);
 }
 
+/**
+ * The sign-in's access token, refreshed when near its end, or when it is `past`: a token a
+ * server refused, which only a token other than it can follow.
+ */
 async function tokenOf(
   deps: OAuthDeps,
   source: SourceLike,
   row: SourceOAuthRow,
   taskId: string | undefined,
-  force: boolean,
+  past?: string,
 ): Promise<AccessToken> {
   const expired = (why: string): AccessToken => ({
     ok: false,
@@ -294,15 +298,14 @@ async function tokenOf(
   const ready = (t: string): AccessToken => ({
     ok: true,
     token: t,
+    // Past this token: a newer one someone else got meanwhile, or a refresh of the latest.
     refresh: async () => {
       const latest = await findSourceOAuth(deps.db, source.organization_id, source.id);
       if (!latest) return expired('the sign-in was removed');
-      // Someone else refreshed meanwhile: their token is the new one.
-      if (latest.version !== row.version) return tokenOf(deps, source, latest, taskId, false);
-      return tokenOf(deps, source, latest, taskId, true);
+      return tokenOf(deps, source, latest, taskId, t);
     },
   });
-  if (token && fresh && !force) return ready(token);
+  if (token && fresh && token !== past) return ready(token);
 
   const options = clientOptions(deps, source, connection);
   if (typeof options === 'string')
@@ -316,7 +319,7 @@ async function tokenOf(
     now,
     until: new Date(now.getTime() + REFRESH_LEASE_MS),
   });
-  if (!claimed) return afterOtherRefresh(deps, source, row, taskId);
+  if (!claimed) return afterOtherRefresh(deps, source, row, taskId, past);
   const failure = async (err: unknown): Promise<AccessToken> => {
     const why = failureText(err, secretsOf(connection));
     // The provider's own refusal (invalid_grant: revoked or expired; invalid_client...) ends the
@@ -344,7 +347,7 @@ async function tokenOf(
     if (!changed) {
       // Another process changed the connection meanwhile (refreshed it, or expired it first).
       const latest = await findSourceOAuth(deps.db, source.organization_id, source.id);
-      if (latest && latest.version !== row.version) return tokenOf(deps, source, latest, taskId, false);
+      if (latest && latest.version !== row.version) return tokenOf(deps, source, latest, taskId, past);
     }
     return expired(`the provider refused to refresh it: ${why}`);
   };
@@ -365,7 +368,7 @@ async function tokenOf(
   });
   if (!saved) {
     const latest = await findSourceOAuth(deps.db, source.organization_id, source.id);
-    if (latest) return tokenOf(deps, source, latest, taskId, false);
+    if (latest) return tokenOf(deps, source, latest, taskId, past);
   }
   return ready(access);
 }
@@ -376,6 +379,7 @@ async function afterOtherRefresh(
   source: SourceLike,
   row: SourceOAuthRow,
   taskId: string | undefined,
+  past: string | undefined,
 ): Promise<AccessToken> {
   const deadline = Date.now() + REFRESH_LEASE_MS + 5_000;
   while (Date.now() < deadline) {
@@ -383,11 +387,11 @@ async function afterOtherRefresh(
     const latest = await findSourceOAuth(deps.db, source.organization_id, source.id);
     if (!latest) break;
     if (latest.version !== row.version || latest.status !== row.status)
-      return tokenOf(deps, source, latest, taskId, false);
+      return tokenOf(deps, source, latest, taskId, past);
     // The other process gave up (or died): this one may try.
     const lease = latest.refresh_lease_until?.getTime();
     if (lease === undefined || lease <= deps.clock.now().getTime())
-      return tokenOf(deps, source, latest, taskId, true);
+      return tokenOf(deps, source, latest, taskId, past);
   }
   return {
     ok: false,

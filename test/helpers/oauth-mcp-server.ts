@@ -48,6 +48,8 @@ export interface OAuthMcpServer {
   revokeRefreshTokens(): void;
   /** While true, the token endpoint answers 503 server_error (an outage, not a refusal). */
   tokenOutage: boolean;
+  /** Called by the `whoami` tool as it answers (a test expires or revokes tokens mid-run with it). */
+  onToolCall: (() => void) | undefined;
   /** The bearer tokens /mcp accepted, in order. */
   accepted: string[];
   counts: {
@@ -72,7 +74,11 @@ export async function startOAuthMcpServer(): Promise<OAuthMcpServer> {
   const refresh = new Map<string, Issued>();
   const handedOut: string[] = [];
   const counts = { registrations: 0, authorizations: 0, codeExchanges: 0, refreshes: 0, refusedRefreshes: 0 };
-  const state = { accessTtlSeconds: 3600, tokenOutage: false };
+  const state: { accessTtlSeconds: number; tokenOutage: boolean; onToolCall: (() => void) | undefined } = {
+    accessTtlSeconds: 3600,
+    tokenOutage: false,
+    onToolCall: undefined,
+  };
   const secret = (prefix: string) => {
     // A canary: `canary-<what>-<32 hex>`, whose pieces a leak test can look for.
     const value = `canary-${prefix}-${randomBytes(16).toString('hex')}`;
@@ -207,9 +213,10 @@ export async function startOAuthMcpServer(): Promise<OAuthMcpServer> {
     async (req: any, res: any) => {
       accepted.push(req.auth.token);
       const mcp = new McpServer({ name: 'signed-in', version: '1.0.0' });
-      mcp.registerTool('whoami', { description: 'Says who signed in' }, async () => ({
-        content: [{ type: 'text', text: `signed in as client ${req.auth.clientId.slice(0, 8)}` }],
-      }));
+      mcp.registerTool('whoami', { description: 'Says who signed in' }, async () => {
+        state.onToolCall?.();
+        return { content: [{ type: 'text', text: `signed in as client ${req.auth.clientId.slice(0, 8)}` }] };
+      });
       const transport = new StreamableHTTPServerTransport({
         sessionIdGenerator: undefined,
         enableJsonResponse: true,
@@ -239,6 +246,12 @@ export async function startOAuthMcpServer(): Promise<OAuthMcpServer> {
     },
     set tokenOutage(v: boolean) {
       state.tokenOutage = v;
+    },
+    get onToolCall() {
+      return state.onToolCall;
+    },
+    set onToolCall(f: (() => void) | undefined) {
+      state.onToolCall = f;
     },
     expireAccessTokens() {
       for (const t of access.values()) t.expiresAt = Date.now() / 1000 - 1;
