@@ -31,8 +31,14 @@ function callWhoami(prompt: string, request: ModelRequest): ModelReply {
   const results = request.body.messages.filter((m) => m.role === 'tool');
   if (results.length >= (prompt.includes(TWICE) ? 2 : 1))
     return { content: `The tool said: ${results.map((r) => r.content).join(' / ')}` };
-  const name = request.body.tools?.map((t) => t.function.name).find((n) => n.endsWith('__whoami'));
-  return name ? { toolCalls: [{ name, arguments: {} }] } : { content: 'no tool offered' };
+  const names = request.body.tools?.map((t) => t.function.name) ?? [];
+  const name = names.find((n) => n.endsWith('__whoami'));
+  if (name) return { toolCalls: [{ name, arguments: {} }] };
+  // An api source (no OpenAPI document) offers http_request: GET /whoami under its base URL.
+  const http = names.find((n) => n.endsWith('__http_request'));
+  return http
+    ? { toolCalls: [{ name: http, arguments: { path: 'whoami' } }] }
+    : { content: 'no tool offered' };
 }
 
 /** A hook that runs once. */
@@ -304,6 +310,42 @@ describe('OAuth sources', () => {
         .find((e) => e.type === 'source.disconnected' && e.data.sourceName === 'Drive'),
     );
     assert.match(told.data.reason, /refresh/);
+  });
+
+  test("an api source's tool request that finds its access token refused mid-run is refreshed and sent once more", async () => {
+    as.addClient({
+      clientId: 'operator-client',
+      clientSecret: 'operator-secret-0123456789',
+      redirectUri: `${PUBLIC_URL}/oauth/callback`,
+    });
+    const source = await create(svc, org, 'sources', {
+      type: 'api',
+      name: 'Ledger',
+      config: { baseUrl: `${as.issuer}/api` },
+      authType: 'oauth',
+      authConfig: {
+        provider: 'operator',
+        authorizationUrl: `${as.issuer}/authorize`,
+        tokenUrl: `${as.issuer}/token`,
+        scope: 'tools',
+      },
+    });
+    const started = await connect(source.id);
+    assert.equal(started.status, 200, started.raw);
+    assert.equal((await signIn(started.body.url)).statusCode, 303);
+    const task = await newTask(svc, org, { sourceIds: [source.id], prompt: `${TWICE} (ledger)` });
+    const refreshes = as.counts.refreshes;
+    const accepted = as.accepted.length;
+    as.onToolCall = once(() => as.expireAccessTokens());
+    const done = await run(task.id).finally(() => {
+      as.onToolCall = undefined;
+    });
+    assert.equal(done.status, 'completed', done.error);
+    assert.equal((done.output.match(/HTTP 200/g) ?? []).length, 2, done.output);
+    assert.equal(as.counts.refreshes, refreshes + 1);
+    const used = as.accepted.slice(accepted);
+    assert.equal(used.length, 2, 'each request was accepted once');
+    assert.notEqual(used[1], used[0], 'the second request carried the new token');
   });
 
   test('runs that find the token refused at once share one refresh: a rotated refresh token is never used twice', async () => {

@@ -48,9 +48,9 @@ export interface OAuthMcpServer {
   revokeRefreshTokens(): void;
   /** While true, the token endpoint answers 503 server_error (an outage, not a refusal). */
   tokenOutage: boolean;
-  /** Called by the `whoami` tool as it answers (a test expires or revokes tokens mid-run with it). */
+  /** Called by the `whoami` tool (and GET /api/whoami) as it answers: a test expires or revokes tokens mid-run with it. */
   onToolCall: (() => void) | undefined;
-  /** The bearer tokens /mcp accepted, in order. */
+  /** The bearer tokens /mcp and /api/whoami accepted, in order. */
   accepted: string[];
   counts: {
     registrations: number;
@@ -230,6 +230,12 @@ export async function startOAuthMcpServer(): Promise<OAuthMcpServer> {
     },
   );
   app.all('/mcp', (_req: any, res: any) => res.status(405).set('allow', 'POST').end());
+  // A plain API behind the same tokens (an api source's base URL is `${issuer}/api`).
+  app.get('/api/whoami', requireBearerAuth({ verifier: provider }), (req: any, res: any) => {
+    accepted.push(req.auth.token);
+    state.onToolCall?.();
+    res.json({ signedInAs: `client ${req.auth.clientId.slice(0, 8)}` });
+  });
 
   return {
     mcpUrl,
