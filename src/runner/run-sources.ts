@@ -26,7 +26,7 @@ export interface SourceDeps extends Pick<Deps, 'db' | 'clock' | 'log'> {
 /**
  * Connects one stored source. Secrets that fail to open are a value, like any other failure.
  * `onSignInLost` hears of an oauth source whose token a request found refused and whose
- * refresh then failed after it connected (the run ends with it).
+ * refresh then failed (after it connected, the run ends with it).
  */
 export async function connectStoredSource(
   deps: SourceDeps,
@@ -57,15 +57,13 @@ export async function connectStoredSource(
       : undefined;
   if (oauth && !oauth.ok) return { ok: false, errorType: oauth.errorType, message: oauth.message };
   if (oauth) secrets = { ...secrets, credentials: { ...secrets.credentials, token: oauth.token } };
-  let connected = false;
+  // A refresh that fails at connect time fails the connection (below); one after it, the run.
   const signedIn = oauth
     ? signedInFetch(
         outboundFetch(deps.config),
         oauth,
         source.auth_config?.headerName ?? 'Authorization',
-        (lost) => {
-          if (connected) onSignInLost?.(lost);
-        },
+        onSignInLost,
       )
     : undefined;
   const connect = async (): Promise<ConnectResult> => {
@@ -90,7 +88,6 @@ export async function connectStoredSource(
         connectorAccount: (account, subject) => recordAccount(deps, source, subject, account),
       },
     );
-    connected = result.ok;
     // The refresh a 401 asked for failed: that, not the 401, is what to tell (reconnect...).
     const lost = signedIn?.lost;
     if (!result.ok && lost) return { ok: false, errorType: lost.errorType, message: lost.message };

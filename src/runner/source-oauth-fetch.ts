@@ -12,8 +12,6 @@ export type LostSignIn = Extract<AccessToken, { ok: false }>;
 
 export interface SignedInFetch {
   fetch: FetchLike;
-  /** Whether a request carrying the token was answered 401 (a refresh was asked for or shared). */
-  readonly refused: boolean;
   /** The refresh that failed, if one did. */
   readonly lost: LostSignIn | undefined;
 }
@@ -42,7 +40,6 @@ export function signedInFetch(
   const older: string[] = [];
   let renewing: Promise<Ready | undefined> | undefined;
   let lost: LostSignIn | undefined;
-  let refused = false;
 
   /** The token after `used`: the one a request already got, or one refresh shared by all. */
   const renew = (used: Ready): Promise<Ready | undefined> => {
@@ -88,7 +85,6 @@ export function signedInFetch(
       init?.signal?.aborted
     )
       return response;
-    refused = true;
     const next = await renew(used);
     // No token past the refused one: the caller reads the 401 as it came.
     if (!next || next.token === used.token) return response;
@@ -99,9 +95,6 @@ export function signedInFetch(
 
   return {
     fetch,
-    get refused() {
-      return refused;
-    },
     get lost() {
       return lost;
     },
