@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { createServer as createHttpServer, type IncomingMessage } from 'node:http';
 import { type AddressInfo, createServer as createNetServer, type Server } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { type ResolveUse, setOutboundNetwork } from '../../src/lib/outbound.ts';
+import { type OutboundNetwork, type ResolveUse, setOutboundNetwork } from '../../src/lib/outbound.ts';
 import type { ModelReply, ModelRequest, ModelServer } from '../helpers/model-server.ts';
 import {
   create,
@@ -47,8 +47,10 @@ const assertCanaryUntouched = () =>
   assert.equal(canaryConnections, 0, 'the loopback canary must never be connected to');
 
 // ---- the stub network ----
+// Installed in the suite's before hook, not when the file is loaded: other test files may share
+// the process (scripts/test.ts), and they resolve names with node:dns.
 const resolutions: { host: string; use: ResolveUse }[] = [];
-setOutboundNetwork({
+const stubNetwork: OutboundNetwork = {
   publicTestHosts: ['public.test'],
   async resolve(hostname, use) {
     const name = hostname.toLowerCase().replace(/\.$/, '');
@@ -72,7 +74,7 @@ setOutboundNetwork({
     }
     throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
   },
-});
+};
 
 /** Whether a rebinding name was resolved for the check and then for the connection. */
 const rebound = (host: string) =>
@@ -180,6 +182,7 @@ describe('SSRF: every outbound surface refuses private targets (SVC_ALLOW_PRIVAT
   let org: Org;
 
   before(async () => {
+    setOutboundNetwork(stubNetwork);
     const v4 = await listenCanary('127.0.0.1', 0);
     assert.ok(v4, 'the canary listens');
     canaryServers.push(v4);
