@@ -211,6 +211,12 @@ describe('connector sources through the API and the worker', () => {
       authType: 'connector',
       authConfig: { provider: toolkit },
     });
+  /** The provider ends the source's account; then the source's connection test (POST /test). */
+  async function expireAndTest(sourceId: string) {
+    for (const account of server.accounts.values())
+      if (account.userId.endsWith(sourceId)) account.status = 'EXPIRED';
+    return svc.call({ method: 'POST', url: `/api/svc/sources/${sourceId}/test`, key: org.apiKey });
+  }
   /** The person signs in at the provider, whose page sends the browser to the service's callback. */
   async function signIn(linkUrl: string) {
     const { callbackUrl } = await server.signIn(linkUrl);
@@ -267,14 +273,7 @@ describe('connector sources through the API and the worker', () => {
     const source = await newConnectorSource('Expiring');
     await signIn((await connect(source.id)).body.url);
     assert.equal((await read(source.id)).connectorConnected, true);
-    for (const account of server.accounts.values())
-      if (account.userId.endsWith(source.id)) account.status = 'EXPIRED';
-
-    const tested = await svc.call({
-      method: 'POST',
-      url: `/api/svc/sources/${source.id}/test`,
-      key: org.apiKey,
-    });
+    const tested = await expireAndTest(source.id);
     assert.equal(tested.body.success, false);
     assert.match(tested.body.message, /source "Expiring": not connected .*its composio account is EXPIRED/);
     const after = await read(source.id);
@@ -379,13 +378,7 @@ describe('connector sources through the API and the worker', () => {
     assert.match(after, /<button type="submit">Reconnect<\/button>/);
 
     // The provider ends the account: the page asks again (after a minute at most) and shows it.
-    for (const account of server.accounts.values())
-      if (account.userId.endsWith(source.id)) account.status = 'EXPIRED';
-    const tested = await svc.call({
-      method: 'POST',
-      url: `/api/svc/sources/${source.id}/test`,
-      key: org.apiKey,
-    });
+    const tested = await expireAndTest(source.id);
     assert.equal(tested.body.success, false);
     assert.match(await page(`/dashboard/sources/${source.id}`), /not connected/);
   });

@@ -49,6 +49,7 @@ const MATRIX: Record<string, { body?: Record<string, unknown> }> = {
   'PATCH /api/svc/sources/:sourceId': { body: { name: 'Stolen', isActive: true } },
   'DELETE /api/svc/sources/:sourceId': {},
   'POST /api/svc/sources/:sourceId/test': {},
+  'POST /api/svc/sources/:sourceId/connect': {},
 };
 
 /** Id-bearing routes that hold no organization's data: the model catalog is the same for all. */

@@ -91,6 +91,21 @@ describe('OAuth sources', () => {
     return svc.app.inject({ method: 'GET', url: `${callback.pathname}${callback.search}` });
   }
 
+  /** An api source that signs in with the endpoints its authConfig names and the operator's client. */
+  const newApiSource = (name: string) =>
+    create(svc, org, 'sources', {
+      type: 'api',
+      name,
+      config: { baseUrl: `${as.issuer}/api` },
+      authType: 'oauth',
+      authConfig: {
+        provider: 'operator',
+        authorizationUrl: `${as.issuer}/authorize`,
+        tokenUrl: `${as.issuer}/token`,
+        scope: 'tools',
+      },
+    });
+
   async function connectedSource(name: string) {
     const source = await create(svc, org, 'sources', {
       type: 'mcp',
@@ -318,18 +333,7 @@ describe('OAuth sources', () => {
       clientSecret: 'operator-secret-0123456789',
       redirectUri: `${PUBLIC_URL}/oauth/callback`,
     });
-    const source = await create(svc, org, 'sources', {
-      type: 'api',
-      name: 'Ledger',
-      config: { baseUrl: `${as.issuer}/api` },
-      authType: 'oauth',
-      authConfig: {
-        provider: 'operator',
-        authorizationUrl: `${as.issuer}/authorize`,
-        tokenUrl: `${as.issuer}/token`,
-        scope: 'tools',
-      },
-    });
+    const source = await newApiSource('Ledger');
     const started = await connect(source.id);
     assert.equal(started.status, 200, started.raw);
     assert.equal((await signIn(started.body.url)).statusCode, 303);
@@ -440,18 +444,7 @@ describe('OAuth sources', () => {
   });
 
   test('an api source signs in with the endpoints its authConfig names and the operator client', async () => {
-    const source = await create(svc, org, 'sources', {
-      type: 'api',
-      name: 'Api',
-      config: { baseUrl: `${as.issuer}/api` },
-      authType: 'oauth',
-      authConfig: {
-        provider: 'operator',
-        authorizationUrl: `${as.issuer}/authorize`,
-        tokenUrl: `${as.issuer}/token`,
-        scope: 'tools',
-      },
-    });
+    const source = await newApiSource('Api');
     const started = await connect(source.id);
     assert.equal(started.status, 200, started.raw);
     const url = new URL(started.body.url);
