@@ -9,11 +9,15 @@
 // 1 s; PGlite keeps the compiled module for the process), over 70 times. A batch pays that once.
 // The files of a batch run one at a time (node runs the tests of an isolation-none process in
 // sequence), so two batches at a time keep the two places busy as two files at a time did.
-// Measured with /usr/bin/time around `npm test` (PGlite, same 1,597 tests, 2-core machine shared
-// with other work): 1,075 s of CPU (user + system) with a process per file, 794 s in batches
-// (-26%), the batched run under the heavier load (load average about 20 against 13). On
-// PostgreSQL, both runs at once under the same load: 633 s against 475 s (-25%; the server's own
-// CPU is not in these figures).
+// Measured with /usr/bin/time around `npm test` on the idle 2-core machine, PGlite, the same
+// 1,634 tests, warm compile cache, back to back: a process per file (two at a time) took 339 s
+// wall and 576 s of CPU (user + system); in batches 247 s and 393 s (-27% wall, -32% CPU). Four
+// batches at a time (8 batches) took 236 s but 419 s of CPU: within the noise in wall, so two.
+// PostgreSQL, the same way but with the machine busy with other work (load average 6 to 13):
+// 441 s wall and 248 s of CPU per file, 439 s and 190 s in batches (-23% CPU; the batched run
+// under the heavier load; the server's own CPU is not in these figures).
+// Earlier, on the machine shared with other work (1,597 tests): 1,075 s of CPU against 794 s on
+// PGlite, 633 s against 475 s on PostgreSQL (the server's own CPU is not in these figures).
 //
 // With arguments it is a single run of node's test runner: test files among them are the files
 // run, each in its own process (`npm test -- test/tasks.test.ts`), else every test file; other
