@@ -54,9 +54,35 @@ export function parseTimestamptz(v: string): unknown {
   return new Date(utc);
 }
 
+const TEXT_ARRAY_OID = 1009;
+const parseAnyTextArray = (pg.types.getTypeParser as (oid: number, format: 'text') => (v: string) => unknown)(
+  TEXT_ARRAY_OID,
+  'text',
+);
+/** What makes an element of a text[] need the general parser: quotes, escapes, nesting. */
+const NOT_PLAIN = /["\\{}]/;
+
+/**
+ * A text[] of plain elements (`{monday,thursday}`: no quotes, escapes or nested arrays, as a
+ * task's schedule days are) split without the driver's character-by-character parser; an
+ * unquoted NULL is null, as there. Anything else goes to that parser.
+ */
+export function parseTextArray(v: string): unknown {
+  if (v.length < 2 || v.charCodeAt(0) !== 123 || v.charCodeAt(v.length - 1) !== 125)
+    return parseAnyTextArray(v);
+  const inner = v.slice(1, -1);
+  // An empty element is one the general parser leaves out: PostgreSQL never writes one unquoted.
+  if (NOT_PLAIN.test(inner) || inner.startsWith(',') || inner.endsWith(',') || inner.includes(',,')) {
+    return parseAnyTextArray(v);
+  }
+  if (inner === '') return [];
+  return inner.split(',').map((e) => (e === 'NULL' ? null : e));
+}
+
 function typeParser(oid: number, format?: string) {
   if (oid === INT8_OID || oid === NUMERIC_OID) return (v: string) => Number(v);
   if (oid === TIMESTAMPTZ_OID && format !== 'binary') return parseTimestamptz;
+  if (oid === TEXT_ARRAY_OID && format !== 'binary') return parseTextArray;
   return pg.types.getTypeParser(oid, format as 'text');
 }
 

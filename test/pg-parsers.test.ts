@@ -2,9 +2,22 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import pg from 'pg';
-import { parseTimestamptz } from '../src/db/postgres.ts';
+import { parseTextArray, parseTimestamptz } from '../src/db/postgres.ts';
 
 const general = pg.types.getTypeParser(1184, 'text') as (v: string) => unknown;
+const generalTextArray = (pg.types.getTypeParser as (oid: number, format: 'text') => (v: string) => unknown)(
+  1009,
+  'text',
+);
+
+/** What a parser makes of a text: its value, or the error it throws. */
+function outcome(parse: (v: string) => unknown, v: string): unknown {
+  try {
+    return { value: parse(v) };
+  } catch (err) {
+    return { error: (err as Error).message };
+  }
+}
 
 /** A timestamptz as PostgreSQL writes it: `YYYY-MM-DD HH:MM:SS[.f{1,6}]<zone>`. */
 const written = fc
@@ -30,7 +43,7 @@ const same = (v: string) => {
   assert.equal(a instanceof Date ? a.getTime() : a, b instanceof Date ? b.getTime() : b, v);
 };
 
-describe('timestamptz values read from PostgreSQL', () => {
+describe('values read from PostgreSQL by the fast parsers', () => {
   test('read the same instant as the driver reads them, whatever their form', () => {
     fc.assert(
       fc.property(written, (v) => same(v)),
@@ -50,6 +63,24 @@ describe('timestamptz values read from PostgreSQL', () => {
       '2026-11-26 09:53:37.123456-03:30',
     ]) {
       same(v);
+    }
+  });
+
+  test('a text[] reads as the driver reads it, whatever its elements', () => {
+    // Element texts as PostgreSQL may write them, quoted or not, and any text at all.
+    const element = fc.oneof(
+      fc.constantFrom('monday', 'thursday', 'NULL', 'null', '"NULL"', '""', '"a,b"', '"a\\"b"', 'a b', ' x'),
+      fc.string({ maxLength: 6 }),
+    );
+    fc.assert(
+      fc.property(fc.array(element, { maxLength: 6 }), fc.boolean(), (items, nested) => {
+        const v = nested ? `{{${items.join(',')}}}` : `{${items.join(',')}}`;
+        assert.deepEqual(outcome(parseTextArray, v), outcome(generalTextArray, v), v);
+      }),
+      { numRuns: 5000 },
+    );
+    for (const v of ['{}', '{monday,thursday}', '{NULL,x}', '[0:1]={a,b}', '{a,,b}', '{,a}', '{a,}']) {
+      assert.deepEqual(outcome(parseTextArray, v), outcome(generalTextArray, v), v);
     }
   });
 });
