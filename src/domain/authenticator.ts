@@ -39,13 +39,20 @@ export class Authenticator {
     this.#rates = new RateCounter((bucket, window, n) => addHits(deps.db, bucket, window, n));
   }
 
-  async authenticate(authorization: string | undefined, clientAddress: string): Promise<AuthOutcome> {
+  /**
+   * `clientAddress` is asked for only when the request is refused: working it out through the
+   * trusted proxies' X-Forwarded-For costs something on every request that would otherwise pay.
+   */
+  async authenticate(
+    authorization: string | undefined,
+    clientAddress: string | (() => string),
+  ): Promise<AuthOutcome> {
     const now = this.#deps.clock.now();
     const token = bearerToken(authorization);
     const refuse = async (reason: AuthFailure): Promise<AuthOutcome> => ({
       ok: false,
       reason,
-      rate: await this.countAddress(clientAddress, now),
+      rate: await this.countAddress(typeof clientAddress === 'string' ? clientAddress : clientAddress(), now),
     });
     if (token === undefined) return refuse('missing');
     // Malformed keys (bad shape or checksum) cost no key lookup.

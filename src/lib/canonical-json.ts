@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 /**
  * JSON with object keys sorted at every level, so two documents that differ only in key order
@@ -21,18 +21,25 @@ function sorted(input: unknown): string | undefined {
       ? (input as { toJSON(): unknown }).toJSON()
       : input;
   if (value === undefined || typeof value === 'function' || typeof value === 'symbol') return undefined;
-  if (Array.isArray(value)) return `[${value.map((item) => sorted(item) ?? 'null').join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const members: string[] = [];
-    for (const key of Object.keys(value).sort()) {
-      const member = sorted((value as Record<string, unknown>)[key]);
-      if (member !== undefined) members.push(`${JSON.stringify(key)}:${member}`);
-    }
-    return `{${members.join(',')}}`;
+  if (typeof value !== 'object' || value === null) return JSON.stringify(value);
+  // Built by concatenation, not arrays and joins: a GET's entity tag is computed per request.
+  if (Array.isArray(value)) {
+    let text = '[';
+    for (let i = 0; i < value.length; i++) text += `${i === 0 ? '' : ','}${sorted(value[i]) ?? 'null'}`;
+    return `${text}]`;
   }
-  return JSON.stringify(value);
+  let text = '{';
+  let first = true;
+  for (const key of Object.keys(value).sort()) {
+    const member = sorted((value as Record<string, unknown>)[key]);
+    if (member === undefined) continue;
+    text += `${first ? '' : ','}${JSON.stringify(key)}:${member}`;
+    first = false;
+  }
+  return `${text}}`;
 }
 
+/** One call, no Hash object: entity tags and key lookups hash on every request. */
 export function sha256Hex(text: string): string {
-  return createHash('sha256').update(text).digest('hex');
+  return hash('sha256', text, 'hex');
 }

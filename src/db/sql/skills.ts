@@ -143,7 +143,18 @@ export async function updateSkill(
   return skill;
 }
 
+const LOCK_SKILLS_TASKS = `SELECT t.id FROM tasks t
+  WHERE t.organization_id = $1 AND t.id IN (SELECT x.task_id FROM task_skills x WHERE x.skill_id = $2)
+  ORDER BY t.id FOR NO KEY UPDATE`;
+
+/**
+ * Deletes the skill; its links to tasks go with it (ON DELETE CASCADE), and the link triggers
+ * then rewrite those tasks' rows (migration 0019). Run in a transaction: the tasks are locked
+ * first, in id order, as a task's own edits lock it before its links, so that deleting a
+ * skill while one of its tasks is edited waits instead of deadlocking.
+ */
 export async function deleteSkill(db: Queryable, organizationId: string, id: string): Promise<boolean> {
+  await db.query(LOCK_SKILLS_TASKS, [organizationId, id]);
   const rows = await db.query('DELETE FROM skills WHERE organization_id = $1 AND id = $2 RETURNING id', [
     organizationId,
     id,

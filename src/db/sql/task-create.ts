@@ -251,6 +251,27 @@ const CREATE_TASKS = `
   ), sources_in AS MATERIALIZED (
     SELECT u.item, u.id, row_number() OVER (PARTITION BY u.item ORDER BY u.ord) AS position
       FROM unnest($23::int[], $24::uuid[]) WITH ORDINALITY AS u(item, id, ord)
+  ), destinations_in AS MATERIALIZED (
+    SELECT d.item, d.id, d.type, d.value, d.label,
+           row_number() OVER (PARTITION BY d.item ORDER BY d.ord) AS position
+      FROM unnest($25::int[], $26::uuid[], $27::text[], $28::text[], $29::text[])
+             WITH ORDINALITY AS d(item, id, type, value, label, ord)
+  ), links AS (
+    -- Each task's attachments as its row keeps them (migration 0019), written with the task so
+    -- that the link tables' triggers find its copy already right.
+    SELECT i.ord,
+           coalesce(sk.ids, '[]'::jsonb) AS skill_ids,
+           coalesce(so.ids, '[]'::jsonb) AS source_ids,
+           coalesce(de.list, '[]'::jsonb) AS destinations
+      FROM input i
+      LEFT JOIN (SELECT item, jsonb_agg(id ORDER BY position) AS ids FROM skills_in GROUP BY item) sk
+        ON sk.item = i.ord
+      LEFT JOIN (SELECT item, jsonb_agg(id ORDER BY position) AS ids FROM sources_in GROUP BY item) so
+        ON so.item = i.ord
+      LEFT JOIN (SELECT item, jsonb_agg(jsonb_build_object('id', id, 'type', type, 'value', value,
+                                                           'label', label) ORDER BY position) AS list
+                   FROM destinations_in GROUP BY item) de
+        ON de.item = i.ord
   ), foreign_ids AS MATERIALIZED (
     SELECT s.item, 'skillIds' AS field, s.position - 1 AS index
       FROM skills_in s JOIN input i ON i.ord = s.item
@@ -297,13 +318,17 @@ const CREATE_TASKS = `
                        cron_expression, schedule_time, schedule_days, timezone, delivery_email,
                        delivery_email_address, delivery_sms, delivery_phone_number, user_id,
                        next_run_at, updated_at, max_cost_cents_per_run, output_schema, required_tools,
-                       auto_pause_after_failures, deliver_on, monthly_cost_limit_cents)
+                       auto_pause_after_failures, deliver_on, monthly_cost_limit_cents, skill_ids,
+                       source_ids, destinations)
     SELECT a.id, a.organization_id, a.created_at, a.name, a.prompt, a.model, a.schedule, a.status,
            a.cron_expression, a.schedule_time, string_to_array(a.schedule_days, ','), a.timezone,
            a.delivery_email, a.delivery_email_address, a.delivery_sms, a.delivery_phone_number,
            a.user_id, a.next_run_at, a.updated_at, c.max_cost_cents_per_run, c.output_schema,
-           c.required_tools, p.auto_pause_after_failures, p.deliver_on, a.monthly_cost_limit_cents
-      FROM accepted a JOIN checks_in c ON c.ord = a.ord JOIN settings p ON p.ord = a.ord ORDER BY a.ord
+           c.required_tools, p.auto_pause_after_failures, p.deliver_on, a.monthly_cost_limit_cents,
+           l.skill_ids, l.source_ids, l.destinations
+      FROM accepted a JOIN checks_in c ON c.ord = a.ord JOIN settings p ON p.ord = a.ord
+      JOIN links l ON l.ord = a.ord
+     ORDER BY a.ord
     RETURNING *
   ), skills AS (
     INSERT INTO task_skills (task_id, skill_id, position)
@@ -313,17 +338,12 @@ const CREATE_TASKS = `
     SELECT t.id, s.id, s.position FROM sources_in s JOIN input i ON i.ord = s.item JOIN task t ON t.id = i.id
   ), destinations AS (
     INSERT INTO task_destinations (id, task_id, type, value, label, position, created_at)
-    SELECT d.id, t.id, d.type, d.value, d.label,
-           row_number() OVER (PARTITION BY d.item ORDER BY d.ord), t.created_at
-      FROM unnest($25::int[], $26::uuid[], $27::text[], $28::text[], $29::text[])
-             WITH ORDINALITY AS d(item, id, type, value, label, ord)
-      JOIN input i ON i.ord = d.item JOIN task t ON t.id = i.id
+    SELECT d.id, t.id, d.type, d.value, d.label, d.position, t.created_at
+      FROM destinations_in d JOIN input i ON i.ord = d.item JOIN task t ON t.id = i.id
   )
   SELECT t.*, o.plan, o.tasks_limit, r.refusal,
          (SELECT json_agg(json_build_object('field', f.field, 'index', f.index) ORDER BY f.field, f.index)
             FROM foreign_ids f WHERE f.item = i.ord) AS foreign_ids,
-         ARRAY(SELECT s.id::text FROM skills_in s WHERE s.item = i.ord ORDER BY s.position) AS skill_ids,
-         ARRAY(SELECT s.id::text FROM sources_in s WHERE s.item = i.ord ORDER BY s.position) AS source_ids,
          -- Identical notifications of one transaction are delivered once.
          CASE WHEN t.id IS NOT NULL AND i.wake THEN pg_notify('svc_tasks', '') END AS woke
     FROM input i LEFT JOIN orgs o ON o.id = i.organization_id LEFT JOIN task t ON t.id = i.id

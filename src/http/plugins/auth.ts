@@ -27,25 +27,27 @@ export type Routes = (scope: App) => void | Promise<void>;
 export function apiKeyScope(deps: Deps, routes: Routes, authenticator = new Authenticator(deps)) {
   return async (scope: App): Promise<void> => {
     scope.addHook('onRequest', async (request, reply) => {
-      const outcome = await authenticator.authenticate(request.headers.authorization, request.ip);
+      const outcome = await authenticator.authenticate(request.headers.authorization, () => request.ip);
       reply.headers(rateLimitHeaders(outcome.rate));
       if (outcome.rate.exceeded) throw errors.rateLimited(outcome.rate.retryAfter);
       if (!outcome.ok) throw errors.unauthorized();
       request.principal = outcome.principal;
     });
 
-    scope.addHook('preHandler', async (request) => {
+    // A callback, not an async function: it never waits (see app.ts).
+    scope.addHook('preHandler', (request, _reply, done) => {
       const principal = request.principal;
-      if (!principal) return;
+      if (!principal) return done();
       for (const part of [request.query, request.body]) {
         if (part && typeof part === 'object' && 'organizationId' in part) {
           const claimed = (part as { organizationId: unknown }).organizationId;
           // uuids compare case-insensitively (the database stores them lowercase).
           if (typeof claimed !== 'string' || claimed.toLowerCase() !== principal.organizationId) {
-            throw errors.unauthorized();
+            return done(errors.unauthorized());
           }
         }
       }
+      done();
     });
     // After the organization checks above; see plugins/idempotency.ts.
     installIdempotency(scope, deps);

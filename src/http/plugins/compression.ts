@@ -41,7 +41,9 @@ export function chooseCoding(header: string | undefined): Coding | undefined {
 }
 
 function withVary(current: unknown): string {
-  const values = String(current ?? '')
+  // Most answers carry no Vary of their own.
+  if (current === undefined) return 'Accept-Encoding';
+  const values = String(current)
     .split(',')
     .map((v) => v.trim())
     .filter(Boolean);
@@ -58,19 +60,27 @@ function compress(coding: Coding, body: Buffer): Promise<Buffer> {
 }
 
 export function installCompression(app: App): void {
-  app.addHook('onSend', async (request, reply, payload) => {
-    if (!String(reply.getHeader('content-type') ?? '').startsWith('application/json')) return payload;
+  // A callback, not an async function: most answers go out as they are, and those should not
+  // pay for a promise (see app.ts).
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (!String(reply.getHeader('content-type') ?? '').startsWith('application/json'))
+      return done(null, payload);
     // Every JSON answer may come compressed, so caches must key on Accept-Encoding.
     reply.header('vary', withVary(reply.getHeader('vary')));
-    if (request.method === 'HEAD' || reply.hasHeader('content-encoding')) return payload;
-    if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return payload;
-    const body = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
-    if (body.length < COMPRESSION_THRESHOLD_BYTES) return payload;
+    if (request.method === 'HEAD' || reply.hasHeader('content-encoding')) return done(null, payload);
+    if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return done(null, payload);
+    // The coding first: a client that accepts none costs no copy of the answer into bytes.
     const coding = chooseCoding(request.headers['accept-encoding']);
-    if (!coding) return payload;
-    const compressed = await compress(coding, body);
-    reply.header('content-encoding', coding);
-    reply.removeHeader('content-length');
-    return compressed;
+    if (!coding) return done(null, payload);
+    const body = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
+    if (body.length < COMPRESSION_THRESHOLD_BYTES) return done(null, payload);
+    compress(coding, body).then(
+      (compressed) => {
+        reply.header('content-encoding', coding);
+        reply.removeHeader('content-length');
+        done(null, compressed);
+      },
+      (err: Error) => done(err),
+    );
   });
 }

@@ -7,9 +7,20 @@ import type { App } from '../types.ts';
 
 /** A route of one resource: its URL ends in the resource's id parameter. */
 const SINGLE_RESOURCE = /\/:[A-Za-z]*[iI]d$/;
+/** Route templates already tested against SINGLE_RESOURCE (a fixed set: the registered routes). */
+const singleResource = new Map<string, boolean>();
+
+function isSingleResource(url: string): boolean {
+  let single = singleResource.get(url);
+  if (single === undefined) {
+    single = SINGLE_RESOURCE.test(url);
+    singleResource.set(url, single);
+  }
+  return single;
+}
 
 function taggable(request: FastifyRequest, reply: FastifyReply): boolean {
-  if (reply.statusCode !== 200 || !SINGLE_RESOURCE.test(request.routeOptions.url ?? '')) return false;
+  if (reply.statusCode !== 200 || !isSingleResource(request.routeOptions.url ?? '')) return false;
   if (request.method === 'PATCH') return true;
   // `expand` embeds other resources: such an answer is not the resource's own representation.
   const query = request.query as Record<string, unknown> | undefined;
@@ -19,14 +30,15 @@ function taggable(request: FastifyRequest, reply: FastifyReply): boolean {
 export function installConditionalRequests(scope: App): void {
   // The tag of an answer the handler returned as an object is computed from that object, before
   // it is serialised: the same representation the domain tags, without parsing the JSON text
-  // back (a handler that sends text is tagged from the parsed text, below).
+  // back (a handler that sends text is tagged from the parsed text, below). Both hooks take a
+  // callback: they never wait (see app.ts).
   const tags = new WeakMap<FastifyReply, string>();
-  scope.addHook('preSerialization', async (request, reply, payload) => {
+  scope.addHook('preSerialization', (request, reply, payload, done) => {
     if (taggable(request, reply)) tags.set(reply, entityTag(payload));
-    return payload;
+    done(null, payload);
   });
-  scope.addHook('onSend', async (request, reply, payload) => {
-    if (typeof payload !== 'string' || !taggable(request, reply)) return payload;
+  scope.addHook('onSend', (request, reply, payload, done) => {
+    if (typeof payload !== 'string' || !taggable(request, reply)) return done(null, payload);
     const tag = tags.get(reply) ?? entityTag(JSON.parse(payload));
     reply.header('etag', tag);
     const ifNoneMatch = request.headers['if-none-match'];
@@ -34,8 +46,8 @@ export function installConditionalRequests(scope: App): void {
       reply.code(304);
       reply.removeHeader('content-type');
       reply.removeHeader('content-length');
-      return '';
+      return done(null, '');
     }
-    return payload;
+    done(null, payload);
   });
 }

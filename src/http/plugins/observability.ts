@@ -14,10 +14,11 @@ export function requestId(header: string | string[] | undefined): string {
  * (`/api/svc/tasks/:taskId`), never the raw URL, so label cardinality stays bounded.
  */
 export function installObservability(app: App, deps: Deps): void {
-  app.addHook('onRequest', async (request, reply) => {
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
+    done();
   });
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? '(unmatched)';
     const status = String(reply.statusCode);
     deps.metrics.httpRequests.inc({ method: request.method, route, status });
@@ -33,5 +34,6 @@ export function installObservability(app: App, deps: Deps): void {
       },
       'request',
     );
+    done();
   });
 }

@@ -11,11 +11,13 @@ const DEFAULTS: Record<string, string> = {
   'referrer-policy': 'no-referrer',
   'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
 };
+const ENTRIES = Object.entries(DEFAULTS);
 
 export function installSecurityHeaders(app: App): void {
-  app.addHook('onSend', async (_request, reply) => {
-    for (const [name, value] of Object.entries(DEFAULTS)) {
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    for (const [name, value] of ENTRIES) {
       if (!reply.hasHeader(name)) reply.header(name, value);
     }
+    done(null, payload);
   });
 }
