@@ -21,7 +21,7 @@ import type { RunRow } from './runs.ts';
  * between (another worker took places, a run was canceled), the claim takes fewer runs than
  * were picked and the worker looks again, so the fair order holds across workers too.
  *
- * One round trip: svc_lock_then_query (migration 0019) runs the pick, takes the locks and runs
+ * One round trip: svc_lock_then_query (migration 0020) runs the pick, takes the locks and runs
  * the claim, each with its own snapshot, in one statement that commits by itself. The claim
  * returns each run with its context (task, skills, sources, organization), read in the
  * claim's snapshot, in which the run's task necessarily exists.
