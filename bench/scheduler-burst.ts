@@ -63,15 +63,13 @@ export interface ActivityShare {
 
 /** Statements of the service by their first words, named after the function that sends them. */
 const STATEMENTS: [RegExp, string][] = [
-  [/^(\/\* plan each time \*\/ )?WITH RECURSIVE orgs AS/, 'claimRuns (worker claim)'],
+  [/^SELECT item FROM svc_lock_then_query/, 'claimRuns (worker claim)'],
   [/^WITH targets AS/, 'finishRun (worker)'],
   [/^WITH wanted AS/, 'insertSlotRuns (scheduler)'],
   [/^UPDATE tasks t SET next_run_at/, 'advanceTasks (scheduler)'],
   [/^(\/\* plan each time \*\/ )?SELECT \* FROM tasks WHERE status = 'active'/, 'lockDueTasks (scheduler)'],
-  [/^SELECT row_to_json\(t\) AS task/, 'loadRunContext (worker)'],
   [/^SELECT \* FROM organizations WHERE id/, 'findOrganization (worker: run limit, usage report)'],
   [/^(\/\* plan each time \*\/ )?SELECT id, attempts FROM runs/, 'lockExpiredLeases (worker claim)'],
-  [/^SELECT pg_advisory_xact_lock/, 'takeClaimLock (worker claim)'],
   [/^UPDATE runs SET lease_expires_at/, 'renewLeases (worker heartbeat)'],
   [/^COMMIT/, 'COMMIT'],
 ];

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import type { Writable } from 'node:stream';
 import { loadConfig } from '../src/config.ts';
 import type { Db, Queryable } from '../src/db/db.ts';
-import { claimRuns } from '../src/db/sql/run-queue.ts';
+import { pickStatement } from '../src/db/sql/run-claim.ts';
 import { lockDueTasks, nearestDueAt } from '../src/db/sql/scheduler.ts';
 import { createLogger } from '../src/lib/logger.ts';
 import { startService } from '../src/service.ts';
@@ -97,8 +97,9 @@ async function explainDueQuery(db: Db, due: number): Promise<ClaimCycleResult['p
 }
 
 /**
- * The worker's claim statement (claimRuns) with `pending` runs waiting: how its cost grows with
- * the backlog. Pending runs are added by SQL (one per task without a run) up to `pending`.
+ * The worker's claim with `pending` runs waiting: how its cost grows with the backlog. Its
+ * pick is explained (the ranking over the organizations with pending runs, what could grow); the
+ * claim that follows ranks only the organizations picked. Pending runs are added by SQL (one per task without a run) up to `pending`.
  */
 async function explainWorkerClaim(db: Db, pending: number): Promise<WorkerClaimPlan> {
   await db.query(
@@ -111,9 +112,7 @@ async function explainWorkerClaim(db: Db, pending: number): Promise<WorkerClaimP
   await db.exec('ANALYZE runs');
   const lines = await explain(
     db,
-    await captureStatement((q) =>
-      claimRuns(q, { workerId: 'bench', now: new Date(), leaseMs: 30_000, limit: 4, orgLimit: 2 }),
-    ),
+    pickStatement({ workerId: 'bench', now: new Date(), leaseMs: 30_000, limit: 4, orgLimit: 2 }),
   );
   return {
     pending,

@@ -23,6 +23,7 @@ import { buildApp } from './http/app.ts';
 import type { App } from './http/types.ts';
 import { type BackgroundPart, BackgroundRegistry } from './lib/background.ts';
 import type { Clock } from './lib/clock.ts';
+import { LocalSignals } from './lib/local-signals.ts';
 import { createLogger, type Logger } from './lib/logger.ts';
 import { Loop } from './lib/loop.ts';
 import { createMetrics } from './lib/metrics.ts';
@@ -135,6 +136,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       principals: new PrincipalCache(db),
       taskCreates: new TaskCreateBatcher(db, config.orgCaps),
       sourceTests: new SourceTestSlots(config.orgCaps.sourceTests),
+      signals: new LocalSignals(),
     };
 
     // Each role's code is imported only by a process that has the role (docs/architecture.md,

@@ -11,11 +11,11 @@ const log = createLogger('silent');
 
 /** A channel that the test notifies by hand, as NOTIFY would. */
 function fakeChannel() {
-  const listeners = new Set<() => void>();
+  const listeners = new Set<(payload: string) => void>();
   return {
     channel: {
       name: 'svc_test',
-      listen: async (_name: string, onNotify: () => void) => {
+      listen: async (_name: string, onNotify: (payload: string) => void) => {
         listeners.add(onNotify);
         return async () => {
           listeners.delete(onNotify);
@@ -23,7 +23,7 @@ function fakeChannel() {
       },
     } satisfies LoopOptions['channel'],
     notify: () => {
-      for (const l of listeners) l();
+      for (const l of listeners) l('');
     },
     get listening() {
       return listeners.size;

@@ -5,7 +5,12 @@
 // is decided on is not moving. The first refusal of a period is recorded on the task's row
 // (`cost_limit_reached_at`), so its destinations are told once per period.
 import type { Queryable } from '../db/db.ts';
-import { billingAnchors, markCostLimitReached, taskCostLimit, taskCostSince } from '../db/sql/cost-limit.ts';
+import {
+  billingAnchors,
+  markCostLimitReached,
+  type TaskCostRow,
+  taskCostSince,
+} from '../db/sql/cost-limit.ts';
 import type { TaskRow } from '../db/sql/tasks.ts';
 import { currentPeriodEnd, currentPeriodStart } from './billing-period.ts';
 import type { Deps } from './deps.ts';
@@ -90,19 +95,20 @@ export function costLimitMessage(limit: CostLimit, spent: number): string {
 }
 
 /**
- * Run now against the task's cost limit. The caller holds the task's row lock and has seen no
- * run of it in flight. Returns the refusal's message when the limit holds (recording the first
- * refusal of the period and queueing its notice), else undefined.
+ * Run now against the task's cost limit (`row`, read with the task's row lock held: taskRunState).
+ * The caller holds the lock and has seen no run of the task in flight. Returns the refusal's
+ * message when the limit holds (recording the first refusal of the period and queueing its
+ * notice), else undefined.
  */
 export async function refuseOverCostLimit(
   deps: Pick<Deps, 'log' | 'clock'>,
   tx: Queryable,
   organizationId: string,
   taskId: string,
+  row: TaskCostRow,
   now: Date,
 ): Promise<string | undefined> {
-  const row = await taskCostLimit(tx, organizationId, taskId);
-  if (!row || row.monthly_cost_limit_cents === null) return undefined;
+  if (row.monthly_cost_limit_cents === null) return undefined;
   const limit: CostLimit = {
     cents: row.monthly_cost_limit_cents,
     periodStart: currentPeriodStart(row.billing_period_start, now),

@@ -2,6 +2,7 @@ import type { StripeClient } from '../billing/stripe-client.ts';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/db.ts';
 import type { Clock } from '../lib/clock.ts';
+import type { LocalSignals } from '../lib/local-signals.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
@@ -28,4 +29,6 @@ export interface Deps {
   taskCreates: TaskCreateBatcher;
   /** Source connection tests running in this process, per organization (config.orgCaps.sourceTests). */
   sourceTests: SourceTestSlots;
+  /** Wake-ups of this process's own loops by work it made (see LocalSignals). */
+  signals: LocalSignals;
 }

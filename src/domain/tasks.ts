@@ -1,4 +1,5 @@
 import type { Queryable } from '../db/db.ts';
+import { taskRunState } from '../db/sql/cost-limit.ts';
 import { notify } from '../db/sql/notify.ts';
 import { insertRun, type ReplayFields, type RunRow } from '../db/sql/runs.ts';
 import { type ForeignLink, foreignLinks, lockTasksLimit } from '../db/sql/task-create.ts';
@@ -6,7 +7,6 @@ import {
   clearAutoPause,
   deleteTask,
   findTask,
-  hasRunInFlight,
   listTasks,
   lockTask,
   replaceTaskDestinations,
@@ -382,12 +382,14 @@ export async function runTaskNow(deps: Deps, organizationId: string, id: string,
   type Outcome = { run: RunRow } | { refused: RunAllowance; told: boolean } | { overCost: string };
   const created = await deps.db.transaction(async (tx): Promise<Outcome> => {
     if (!(await lockTask(tx, organizationId, id))) throw errors.notFound('Task');
-    if (await hasRunInFlight(tx, id)) {
+    const state = await taskRunState(tx, organizationId, id);
+    if (!state) throw errors.notFound('Task');
+    if (state.in_flight) {
       throw new AppError('conflict', 'A run of this task is already pending or running');
     }
     // At the task's monthly cost limit no run is created either (checked with no run in flight
     // and the task locked, so its cost is not moving); the first refusal of a period is recorded.
-    const overCost = await refuseOverCostLimit(deps, tx, organizationId, id, now);
+    const overCost = await refuseOverCostLimit(deps, tx, organizationId, id, state, now);
     if (overCost) return { overCost };
     // At the plan's run limit no run is created. The refusal is recorded (committed, not
     // thrown away with a rollback) so that the organization is told once per period.
@@ -396,18 +398,24 @@ export async function runTaskNow(deps: Deps, organizationId: string, id: string,
       const told = (await recordRunLimitReached(tx, [allowance], now)).length > 0;
       return { refused: allowance, told };
     }
-    const run = await insertRun(tx, {
-      id: newId(),
-      organizationId,
-      taskId: id,
-      slotAt: null,
-      trigger: replay ? 'replay' : 'manual',
-      now,
-      ...(replay && { replay }),
-    });
-    await notify(tx, 'svc_runs');
+    // With its NOTIFY svc_runs, named by the run, so that this process's worker, woken at the
+    // commit (below), leaves the notification out.
+    const run = await insertRun(
+      tx,
+      {
+        id: newId(),
+        organizationId,
+        taskId: id,
+        slotAt: null,
+        trigger: replay ? 'replay' : 'manual',
+        now,
+        ...(replay && { replay }),
+      },
+      { notify: true },
+    );
     return { run };
   });
+  if ('run' in created) deps.signals.emit('svc_runs', created.run.id);
   if ('overCost' in created) throw new AppError('conflict', created.overCost);
   if ('refused' in created) {
     const a = created.refused;

@@ -23,8 +23,15 @@ export interface LoopOptions {
   retryMs?: number;
   /** The first pass at start (default) or only after `pollMs` (periodic housekeeping). */
   passAtStart?: boolean;
-  /** The NOTIFY channel that wakes the loop in every process, with `listen` to subscribe. */
-  channel?: { name: string; listen: (channel: string, onNotify: () => void) => Promise<() => Promise<void>> };
+  /**
+   * The NOTIFY channel that wakes the loop in every process, with `listen` to subscribe, and
+   * `heard` to leave out a notification whose event has already woken it another way.
+   */
+  channel?: {
+    name: string;
+    listen: (channel: string, onNotify: (payload: string) => void) => Promise<() => Promise<void>>;
+    heard?: (payload: string) => boolean;
+  };
   log: Logger;
 }
 
@@ -47,8 +54,12 @@ export class Loop {
   }
 
   async start(): Promise<void> {
-    if (this.#o.channel)
-      this.#unlisten = await this.#o.channel.listen(this.#o.channel.name, () => this.wake());
+    const channel = this.#o.channel;
+    if (channel) {
+      this.#unlisten = await channel.listen(channel.name, (payload) => {
+        if (!channel.heard?.(payload)) this.wake();
+      });
+    }
     if (this.#o.passAtStart === false) this.#arm(this.#o.pollMs);
     else this.wake();
   }

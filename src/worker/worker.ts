@@ -7,21 +7,21 @@ import { queueUsageReport } from '../billing/usage-meter.ts';
 import { isDatabaseUnavailable, type Queryable } from '../db/db.ts';
 import { notify } from '../db/sql/notify.ts';
 import { canceledAmong } from '../db/sql/run-cancel.ts';
-import { loadRunContext, type RunContextRow } from '../db/sql/run-context.ts';
+import { claimRuns } from '../db/sql/run-claim.ts';
+import type { RunContextRow } from '../db/sql/run-context.ts';
 import {
-  claimRuns,
   lockExpiredLeases,
   notifyIfClaimable,
   recordRunEndAndQueueDeliveries,
   releaseRun,
   renewLeases,
   requeueRuns,
-  takeClaimLock,
 } from '../db/sql/run-queue.ts';
 import type { RunRow } from '../db/sql/runs.ts';
 import { copyUsageToRun, recordModelCall, settleDeletedRun } from '../db/sql/usage.ts';
 import type { Deps } from '../domain/deps.ts';
 import { leaseOwnerId, newId } from '../lib/ids.ts';
+import { FirstOfTwo } from '../lib/local-signals.ts';
 import { Loop } from '../lib/loop.ts';
 import type { CallUsage, RunExecutor, RunResult } from '../runner/executor.ts';
 import { CancelWatch } from './cancel-watch.ts';
@@ -73,10 +73,16 @@ export class RunWorker {
   readonly #loop: Loop;
   /** Runs loading or executing: what SVC_WORKER_CONCURRENCY bounds. */
   #executing = 0;
-  /** When expired leases were last looked for (database time, ms). */
+  /** When expired leases were last looked for (this process's clock, ms). */
   #leasesCheckedAt = Number.NEGATIVE_INFINITY;
   /** Aborts the runs here that a cancel ended, told by NOTIFY svc_run_cancel. */
   readonly #cancels: CancelWatch;
+  /**
+   * A run made in this process (run now) wakes the claim at its commit, without waiting for its
+   * NOTIFY svc_runs to come back from the database; whichever of the two comes second is left out.
+   */
+  readonly #wakes = new FirstOfTwo();
+  #unsignal: (() => void) | undefined;
 
   constructor(deps: Deps, executor: RunExecutor) {
     this.#deps = deps;
@@ -89,7 +95,11 @@ export class RunWorker {
       },
       pollMs: deps.config.worker.leaseMs,
       retryMs: deps.config.worker.leaseMs,
-      channel: { name: 'svc_runs', listen: (c, f) => deps.db.listen(c, f) },
+      channel: {
+        name: 'svc_runs',
+        listen: (c, f) => deps.db.listen(c, f),
+        heard: (p) => !this.#wakes.first(p),
+      },
       log: deps.log,
     });
     this.#heartbeat = new Loop({
@@ -119,6 +129,9 @@ export class RunWorker {
   async start(): Promise<void> {
     await this.#heartbeat.start();
     await this.#cancels.start();
+    this.#unsignal = this.#deps.signals.on('svc_runs', (payload) => {
+      if (this.#wakes.first(payload)) this.wake();
+    });
     await this.#loop.start();
   }
 
@@ -139,6 +152,7 @@ export class RunWorker {
   async stop(graceMs: number): Promise<void> {
     // The loop aborts what is still running after the grace period with 'shutdown'; leases
     // are renewed until every run here has ended.
+    this.#unsignal?.();
     await this.#loop.stop(graceMs);
     // Runs still in their grace period could be canceled until now.
     await this.#cancels.stop();
@@ -150,34 +164,39 @@ export class RunWorker {
     for (;;) {
       const free = config.worker.concurrency - this.#executing;
       if (free <= 0 || this.#loop.stopping) return;
-      const claimed = await db.transaction(async (tx) => {
-        const lockedAt = await takeClaimLock(tx);
-        const now = clock.agreedNowFrom(lockedAt);
-        // Leases are looked at once per heartbeat interval, not at every claim: a lease expires
-        // only leaseMs after its last renewal, so checking more often finds nothing sooner.
-        if (
-          now.getTime() - this.#leasesCheckedAt >= this.#heartbeatMs ||
-          now.getTime() < this.#leasesCheckedAt
-        ) {
-          this.#leasesCheckedAt = now.getTime();
-          await this.#recoverExpiredLeases(tx, now);
-        }
-        const runs = await claimRuns(tx, {
-          workerId: this.id,
-          now,
-          leaseMs: config.worker.leaseMs,
-          limit: free,
-          orgLimit: config.worker.orgConcurrency,
-        });
-        return { runs, now };
+      await this.#recoverExpiredLeasesWhenDue();
+      // One statement: the fair pick, the locks of its organizations, the claim with each
+      // run's context (run-claim.ts).
+      const claim = await claimRuns(db, {
+        workerId: this.id,
+        now: clock.statementNow(),
+        leaseMs: config.worker.leaseMs,
+        limit: free,
+        orgLimit: config.worker.orgConcurrency,
       });
-      for (const run of claimed.runs) {
+      for (const { run, context } of claim.runs) {
         metrics.runsClaimed.inc();
         log.info({ runId: run.id, taskId: run.task_id, attempt: run.attempts }, 'run claimed');
-        this.#begin(run, claimed.now);
+        this.#begin(run, context);
       }
-      if (claimed.runs.length < free) return;
+      // Fewer than were picked: another claim or a cancel changed the queue meanwhile.
+      if (claim.runs.length < free && claim.runs.length >= claim.picked) return;
     }
+  }
+
+  /**
+   * Leases are looked at once per heartbeat interval, not at every claim: a lease expires only
+   * leaseMs after its last renewal, so checking more often finds nothing sooner. Recovery needs
+   * no lock beyond its rows' (SKIP LOCKED): it only ever frees places under an organization's
+   * limit, and it wakes every claim when it commits.
+   */
+  async #recoverExpiredLeasesWhenDue(): Promise<void> {
+    const { db, clock } = this.#deps;
+    // This process's clock decides only how often; whose lease expired is decided by the agreed one.
+    const at = clock.now().getTime();
+    if (at - this.#leasesCheckedAt < this.#heartbeatMs && at >= this.#leasesCheckedAt) return;
+    this.#leasesCheckedAt = at;
+    await db.transaction(async (tx) => this.#recoverExpiredLeases(tx, await clock.agreedNow(tx)));
   }
 
   /** Runs whose worker stopped heartbeating: back to the queue, or failed after max attempts. */
@@ -218,7 +237,8 @@ export class RunWorker {
     );
   }
 
-  #begin(run: RunRow, now: Date): void {
+  /** `context` undefined: the task was deleted while its run was being claimed. */
+  #begin(run: RunRow, context: RunContextRow | undefined): void {
     const controller = new AbortController();
     const timeout = setTimeout(
       () => controller.abort('timeout' satisfies AbortReason),
@@ -228,7 +248,7 @@ export class RunWorker {
     this.#active.set(run.id, active);
     this.#executing++;
     this.#deps.metrics.runsInFlight.set(this.#active.size);
-    active.done = this.#execute(run, now, controller.signal, () => this.#executionEnded(active))
+    active.done = this.#execute(run, context, controller.signal, () => this.#executionEnded(active))
       .catch((err) => this.#deps.log.error({ err, runId: run.id }, 'run execution crashed'))
       .finally(() => {
         clearTimeout(timeout);
@@ -272,10 +292,16 @@ export class RunWorker {
     this.wake();
   }
 
-  async #execute(run: RunRow, startedAt: Date, signal: AbortSignal, executed: () => void): Promise<void> {
+  async #execute(
+    run: RunRow,
+    context: RunContextRow | undefined,
+    signal: AbortSignal,
+    executed: () => void,
+  ): Promise<void> {
     const { db, clock, log, metrics } = this.#deps;
-    const context = await loadRunContext(db, run.task_id);
     if (!context) return; // The task was deleted; its runs went with it.
+    // The claim set it (the lease's start).
+    const startedAt = run.started_at ?? clock.now();
     // An aborted execution may throw or return; either way the abort reason decides below.
     let result: RunResult | undefined;
     // What this execution put on the ledger, call by call (the model calls it paid for).

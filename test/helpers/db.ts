@@ -82,10 +82,13 @@ const PGLITE_VERSION: string = JSON.parse(
   readFileSync(new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url), 'utf8'),
 ).version;
 
-/** A cluster with every migration applied, keyed by the migrations' content. */
+/**
+ * A cluster with every migration applied, keyed by the migrations' numbers and content (a
+ * migration renumbered with the same content is another cluster: the numbers are recorded in it).
+ */
 function migratedPgliteDump(): Promise<Blob> {
   const checksums = readMigrations()
-    .map((m) => m.checksum)
+    .map((m) => `${m.version}:${m.checksum}`)
     .join(',');
   return cachedPgliteDump(`migrated ${PGLITE_VERSION} ${checksums}`, (raw) =>
     migrate(pgliteDb(raw)).then(() => undefined),

@@ -10,8 +10,18 @@ export const LOCK_KEYS = {
   migrations: 727_001,
   /** Creating the demo organization on the first start (domain/organizations.ts). */
   demoOrganization: 727_002,
-  /** Claiming runs (db/sql/run-queue.ts): makes the per-organization limit exact. */
-  runClaim: 7_420_133_001,
+} as const;
+
+/**
+ * Classes of the two-key advisory locks (class, key): PostgreSQL keeps them in a space apart
+ * from the one-key locks above, so a class number cannot meet a key there.
+ */
+export const LOCK_CLASSES = {
+  /**
+   * Claiming runs for one organization (db/sql/run-claim.ts), the key a hash of its id: makes
+   * the per-organization limit exact without serialising claims for other organizations.
+   */
+  runClaimOrganization: 7_420_133,
 } as const;
 
 export type LockKey = (typeof LOCK_KEYS)[keyof typeof LOCK_KEYS];

@@ -15,14 +15,26 @@ export interface TaskCostRow {
   billing_period_start: Date;
 }
 
-/** A task's cost limit with its organization's anchor; undefined when the task is not the organization's. */
-export async function taskCostLimit(
+/** What run now checks of a task before creating a run of it. */
+export interface TaskRunState extends TaskCostRow {
+  /** A run of the task is pending or running. */
+  in_flight: boolean;
+}
+
+/**
+ * Run now's look at a task whose row the caller holds locked, in one statement: whether a run
+ * of it is in flight, and its cost limit with its organization's anchor; undefined when the task
+ * is not the organization's. Read after the lock is held (a statement of its own), so a run
+ * created by a run now that held the lock before is seen.
+ */
+export async function taskRunState(
   db: Queryable,
   organizationId: string,
   taskId: string,
-): Promise<TaskCostRow | undefined> {
-  const [row] = await db.query<TaskCostRow>(
-    `SELECT t.monthly_cost_limit_cents, o.billing_period_start
+): Promise<TaskRunState | undefined> {
+  const [row] = await db.query<TaskRunState>(
+    `SELECT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.id AND r.status IN ('pending', 'running')) AS in_flight,
+            t.monthly_cost_limit_cents, o.billing_period_start
        FROM tasks t JOIN organizations o ON o.id = t.organization_id
       WHERE t.organization_id = $1 AND t.id = $2`,
     [organizationId, taskId],

@@ -1,4 +1,3 @@
-import type { Queryable } from '../db.ts';
 import type { LimitOverrides, Plan } from './plan-types.ts';
 import type { SourceRow } from './sources.ts';
 import type { TaskRow } from './tasks.ts';
@@ -34,8 +33,8 @@ export interface RunOrganization {
 }
 
 /**
- * What a worker needs to execute a run, in one round trip: its task, with skills and sources in
- * attachment order, and its organization's plan.
+ * What a worker needs to execute a run, read by the statement that claims it: its task, with
+ * skills and sources in attachment order, and its organization's plan.
  */
 export interface RunContextRow {
   task: TaskRow;
@@ -44,9 +43,11 @@ export interface RunContextRow {
   organization: RunOrganization;
 }
 
-export async function loadRunContext(db: Queryable, taskId: string): Promise<RunContextRow | undefined> {
-  const [row] = await db.query<RunContextRow>(
-    `SELECT row_to_json(t) AS task,
+/**
+ * The run context's columns, read in the statement that claims the runs (run-claim.ts), for the
+ * task `t`: its organization, and its skills and sources in attachment order.
+ */
+export const RUN_CONTEXT_COLUMNS = `row_to_json(t) AS task,
        (SELECT json_build_object('id', o.id, 'plan', o.plan, 'limit_overrides', o.limit_overrides,
                  'billing_period_start', o.billing_period_start, 'payment_customer_id', o.payment_customer_id)
           FROM organizations o WHERE o.id = t.organization_id) AS organization,
@@ -56,11 +57,10 @@ export async function loadRunContext(db: Queryable, taskId: string): Promise<Run
        coalesce((SELECT json_agg(json_build_object('id', s.id, 'organization_id', s.organization_id,
                    'slug', s.slug, 'name', s.name, 'type', s.type, 'config', s.config, 'auth_type', s.auth_type,
                    'auth_config', s.auth_config, 'secrets_sealed', s.secrets_sealed) ORDER BY x.position)
-                   FROM task_sources x JOIN sources s ON s.id = x.source_id WHERE x.task_id = t.id), '[]'::json) AS sources
-     FROM tasks t WHERE t.id = $1`,
-    [taskId],
-  );
-  if (!row) return undefined;
+                   FROM task_sources x JOIN sources s ON s.id = x.source_id WHERE x.task_id = t.id), '[]'::json) AS sources`;
+
+/** The context as read by RUN_CONTEXT_COLUMNS (as JSON), with its timestamps as the types say. */
+export function runContextFromJson(row: RunContextRow): RunContextRow {
   // row_to_json gives timestamps as strings; the executor needs none of them but the types say Date.
   const task = row.task as unknown as Record<string, unknown>;
   for (const k of ['next_run_at', 'last_run_at', 'created_at', 'updated_at']) {

@@ -1,5 +1,4 @@
 import { PLAN_EACH_TIME, type Queryable } from '../db.ts';
-import { LOCK_KEYS } from './advisory-locks.ts';
 import { deliveryTargets } from './delivery-targets.ts';
 import { type LeasedTable, releaseLeased, renewLeased } from './leased-jobs.ts';
 import type { RunRow } from './runs.ts';
@@ -10,83 +9,8 @@ import { insertNoticeJobs, pruneNoticeJobs } from './task-notices.ts';
  * `running` with a lease (lease_owner, lease_expires_at) that it renews by heartbeat. Every write
  * by a worker is conditioned on still holding the lease, so a worker that lost its lease (it was
  * presumed dead and the run given to another) can never overwrite the new holder's result.
+ * The claim, fair across organizations and exact about their limit, is run-claim.ts.
  */
-
-/**
- * Claims are serialised cluster-wide by this transaction-level advisory lock (held for the few
- * milliseconds a claim takes), so the per-organization limit is exact even when several
- * workers claim at the same instant.
- */
-const CLAIM_LOCK_KEY = LOCK_KEYS.runClaim;
-
-/** Takes the claim lock; returns the database's clock once it is held (one round trip for both). */
-export async function takeClaimLock(tx: Queryable): Promise<Date> {
-  const [row] = await tx.query<{ now: Date }>(
-    'SELECT clock_timestamp() AS now FROM (SELECT pg_advisory_xact_lock($1)) AS locked',
-    [CLAIM_LOCK_KEY],
-  );
-  if (!row) throw new Error('the claim lock query returned no row');
-  return row.now;
-}
-
-export interface ClaimOptions {
-  workerId: string;
-  now: Date;
-  leaseMs: number;
-  /** Runs to claim at most (the worker's free capacity). */
-  limit: number;
-  /** Running runs one organization may have, across all workers. */
-  orgLimit: number;
-}
-
-/**
- * Claims up to `limit` pending runs. Fairness: candidates are ranked within their organization
- * (oldest first) and taken rank by rank across organizations, so one organization's backlog
- * cannot hold back another's first run; no organization exceeds `orgLimit` running runs.
- *
- * Cost: the organizations with pending runs are found by a loose index scan (one index probe
- * per organization, not one row per pending run), and each contributes at most
- * min(limit, orgLimit - running) of its oldest runs, so the work does not grow with the backlog.
- * The shape is fixed by the query itself (recursive scan, LATERAL ... LIMIT), so it does not
- * depend on fresh planner statistics, which the embedded database never gathers by itself.
- * No SKIP LOCKED: claims are serialised by the advisory lock, so the only other writers of a
- * pending run are cancellations and deletions, which the update waits for and then rechecks.
- */
-export function claimRuns(tx: Queryable, o: ClaimOptions): Promise<RunRow[]> {
-  return tx.query<RunRow>(
-    `${PLAN_EACH_TIME} WITH RECURSIVE orgs AS (
-       (SELECT organization_id FROM runs WHERE status = 'pending' ORDER BY organization_id LIMIT 1)
-       UNION ALL
-       SELECT (SELECT r.organization_id FROM runs r
-                WHERE r.status = 'pending' AND r.organization_id > orgs.organization_id
-                ORDER BY r.organization_id LIMIT 1)
-         FROM orgs WHERE orgs.organization_id IS NOT NULL
-     ), busy AS (
-       SELECT organization_id, count(*)::int AS n FROM runs WHERE status = 'running' GROUP BY organization_id
-     ), candidates AS (
-       SELECT o.organization_id, c.id, c.created_at, coalesce(b.n, 0) AS running
-         FROM orgs o
-         LEFT JOIN busy b ON b.organization_id = o.organization_id
-         CROSS JOIN LATERAL (
-           SELECT r.id, r.created_at FROM runs r
-            WHERE r.organization_id = o.organization_id AND r.status = 'pending'
-            ORDER BY r.created_at, r.id
-            LIMIT least($4::int, greatest($5::int - coalesce(b.n, 0), 0))
-         ) c
-        WHERE o.organization_id IS NOT NULL
-     ), picked AS (
-       SELECT id FROM candidates
-        ORDER BY running + row_number() OVER (PARTITION BY organization_id ORDER BY created_at, id), created_at, id
-        LIMIT $4
-     )
-     UPDATE runs SET status = 'running', lease_owner = $1,
-            lease_expires_at = $2::timestamptz + make_interval(secs => $3::double precision / 1000),
-            attempts = attempts + 1, started_at = $2
-       FROM picked WHERE runs.id = picked.id AND runs.status = 'pending'
-     RETURNING runs.*`,
-    [o.workerId, o.now, o.leaseMs, o.limit, o.orgLimit],
-  );
-}
 
 export interface ExpiredLease {
   id: string;
@@ -119,7 +43,7 @@ const BACK_TO_PENDING = `status = 'pending', lease_owner = NULL, lease_expires_a
 
 /**
  * The runs table under the leased-job contract (leased-jobs.ts) for renewing and releasing.
- * Claims are claimRuns (the per-organization fair claim), recovery is lockExpiredLeases with
+ * Claims are claimRuns (run-claim.ts: the per-organization fair claim), recovery is lockExpiredLeases with
  * requeueRuns (a run may also be failed for good), and a run is settled by
  * recordRunEndAndQueueDeliveries, conditioned on the lease like any settle.
  */

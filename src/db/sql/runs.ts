@@ -62,7 +62,7 @@ export interface NewRun {
  * exists in the organization. (Scheduled runs are inserted a batch at a time by
  * insertSlotRuns, scheduler.ts, the same way.)
  */
-const INSERT_RUN_SQL = `WITH run AS (
+const INSERT_RUN = `WITH run AS (
        INSERT INTO runs (id, organization_id, task_id, slot_at, trigger, status, created_at,
                          replay_of, replay_context_at, replay_slot_at, model)
        SELECT $1, t.organization_id, t.id, $4, $5, 'pending', $6, $7, $8, $9, $10
@@ -71,8 +71,14 @@ const INSERT_RUN_SQL = `WITH run AS (
      ), ledger AS (
        INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at)
        SELECT id, organization_id, task_id, status, created_at FROM run
-     )
-     SELECT * FROM run`;
+     )`;
+const INSERT_RUN_SQL = `${INSERT_RUN} SELECT * FROM run`;
+/**
+ * The same, and NOTIFY svc_runs named by the run's id (sent at the commit) in the same
+ * statement: one round trip fewer before the commit that the workers wait for.
+ */
+const INSERT_RUN_NOTIFY_SQL = `${INSERT_RUN} SELECT run.* FROM run
+     CROSS JOIN LATERAL (SELECT pg_notify('svc_runs', run.id::text)) AS notified`;
 
 const insertParams = (row: NewRun) => [
   row.id,
@@ -88,11 +94,12 @@ const insertParams = (row: NewRun) => [
 ];
 
 /**
- * Creates a pending run and its usage-ledger row in one statement. Throws when the task does
- * not exist in the organization, or (a unique violation) when the task's slot already has a run.
+ * Creates a pending run and its usage-ledger row in one statement (`notify`: with NOTIFY
+ * svc_runs, payload the run's id). Throws when the task does not exist in the organization, or
+ * (a unique violation) when the task's slot already has a run.
  */
-export async function insertRun(db: Queryable, row: NewRun): Promise<RunRow> {
-  const [run] = await db.query<RunRow>(INSERT_RUN_SQL, insertParams(row));
+export async function insertRun(db: Queryable, row: NewRun, o: { notify?: boolean } = {}): Promise<RunRow> {
+  const [run] = await db.query<RunRow>(o.notify ? INSERT_RUN_NOTIFY_SQL : INSERT_RUN_SQL, insertParams(row));
   if (!run) throw new Error(`insertRun: task ${row.taskId} not found in organization ${row.organizationId}`);
   return run;
 }

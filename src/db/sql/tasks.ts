@@ -281,15 +281,6 @@ export async function deleteDestination(db: Queryable, taskId: string, id: strin
   return rows.length > 0;
 }
 
-/** True when a run of the task is pending or running (overlap guard for on-demand runs). */
-export async function hasRunInFlight(db: Queryable, taskId: string): Promise<boolean> {
-  const rows = await db.query(
-    "SELECT 1 FROM runs WHERE task_id = $1 AND status IN ('pending', 'running') LIMIT 1",
-    [taskId],
-  );
-  return rows.length > 0;
-}
-
 /** Resuming a task starts its count of failed runs afresh and drops the reason it paused itself. */
 export async function clearAutoPause(db: Queryable, id: string): Promise<void> {
   await db.query('UPDATE tasks SET consecutive_failures = 0, paused_reason = NULL WHERE id = $1', [id]);

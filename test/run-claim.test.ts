@@ -1,0 +1,251 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { claimRuns } from '../src/db/sql/run-claim.ts';
+import { insertRun } from '../src/db/sql/runs.ts';
+import { newId } from '../src/lib/ids.ts';
+import type { RunExecutor } from '../src/runner/executor.ts';
+import { RunWorker } from '../src/worker/worker.ts';
+import { backendName, TEST_DATABASE_URL } from './helpers/db.ts';
+import { newTask, type Org, unlimited } from './helpers/runs.ts';
+import { startTestService, type TestService } from './helpers/service.ts';
+import { waitFor } from './helpers/wait.ts';
+
+/**
+ * Claims made by several workers at the same instant: the per-organization limit
+ * (SVC_ORG_CONCURRENCY) is exact across them and the fair order holds. A claim locks only the
+ * organizations it claims for (db/sql/run-claim.ts), so workers claiming for different
+ * organizations do not wait for each other and two claiming for one organization do. On
+ * PostgreSQL the workers' statements really run at once (each claim is one statement on a
+ * pooled connection); the embedded database runs them one after the other.
+ */
+
+/** Executions in this process, per organization: how many at once, at most. */
+class Concurrency {
+  readonly running = new Map<string, number>();
+  readonly peak = new Map<string, number>();
+  readonly order: string[] = [];
+  enter(org: string) {
+    const n = (this.running.get(org) ?? 0) + 1;
+    this.running.set(org, n);
+    this.peak.set(org, Math.max(this.peak.get(org) ?? 0, n));
+    this.order.push(org);
+  }
+  leave(org: string) {
+    this.running.set(org, (this.running.get(org) ?? 1) - 1);
+  }
+}
+
+/** An executor that records concurrency and answers after `hold` resolves. */
+function recordingExecutor(c: Concurrency, hold: () => Promise<void>): RunExecutor {
+  return {
+    async execute({ run }) {
+      c.enter(run.organization_id);
+      try {
+        await hold();
+      } finally {
+        c.leave(run.organization_id);
+      }
+      return { ok: true, output: 'done', tokensUsed: 0, costCents: 0 };
+    },
+  };
+}
+
+async function pendingRuns(svc: TestService, org: Org, taskId: string, count: number): Promise<void> {
+  const { db } = svc.service.deps;
+  for (let i = 0; i < count; i++) {
+    await insertRun(db, {
+      id: newId(),
+      organizationId: org.organizationId,
+      taskId,
+      slotAt: null,
+      trigger: 'manual',
+      now: new Date(Date.now() + i),
+    });
+  }
+}
+
+/**
+ * Claims that take a while (a trigger that sleeps as each run is set running, installed in the
+ * test's own database): the window in which two claims overlap, where a claim that counted an
+ * organization's running runs before another claim committed would exceed its limit.
+ */
+async function slowClaims(svc: TestService): Promise<void> {
+  await svc.service.deps.db.exec(`
+    CREATE FUNCTION test_slow_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN PERFORM pg_sleep(0.02); RETURN NEW; END $$;
+    CREATE TRIGGER test_slow_claim BEFORE UPDATE OF status ON runs
+      FOR EACH ROW WHEN (NEW.status = 'running') EXECUTE FUNCTION test_slow_claim();`);
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+describe(`claims by several workers at once (${backendName})`, () => {
+  test('four workers claiming at once never give an organization more than its limit, and every run is executed once', async () => {
+    const ORG_LIMIT = 2;
+    const svc = await startTestService({
+      env: {
+        SVC_WORKER_CONCURRENCY: '3',
+        SVC_ORG_CONCURRENCY: String(ORG_LIMIT),
+        SVC_RUN_LEASE_SECONDS: '30',
+      },
+    });
+    const c = new Concurrency();
+    const workers = Array.from(
+      { length: 4 },
+      () =>
+        new RunWorker(
+          svc.service.deps,
+          recordingExecutor(c, () => sleep(10 + Math.random() * 40)),
+        ),
+    );
+    try {
+      const orgs: Org[] = [];
+      for (let o = 0; o < 5; o++) {
+        const org = await svc.createOrg('paid');
+        await unlimited(svc, org);
+        const task = await newTask(svc, org);
+        await pendingRuns(svc, org, task.id, 12);
+        orgs.push(org);
+      }
+      await slowClaims(svc);
+      await Promise.all(workers.map((w) => w.start()));
+      const { db } = svc.service.deps;
+      await waitFor(
+        'every run to finish',
+        async () => {
+          const [row] = await db.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM runs WHERE status IN ('pending', 'running')",
+          );
+          return row?.n === 0 ? true : undefined;
+        },
+        { timeoutMs: 60_000, everyMs: 50 },
+      );
+      for (const org of orgs) {
+        assert.ok(
+          (c.peak.get(org.organizationId) ?? 0) <= ORG_LIMIT,
+          `at most ${ORG_LIMIT} runs of one organization at once: ${[...c.peak.values()].join(',')}`,
+        );
+      }
+      // The database's own record: at the start of every run, the runs of its organization
+      // started before it and not yet ended (itself included) are within the limit.
+      const over = await db.query<{ id: string; n: number }>(
+        `SELECT r.id, (SELECT count(*)::int FROM runs o
+                        WHERE o.organization_id = r.organization_id
+                          AND o.started_at <= r.started_at AND o.completed_at > r.started_at) AS n
+           FROM runs r`,
+      );
+      assert.deepEqual(
+        over.filter((r) => r.n > ORG_LIMIT),
+        [],
+      );
+      const runs = await db.query<{ status: string; attempts: number }>('SELECT status, attempts FROM runs');
+      assert.equal(runs.length, 60);
+      assert.ok(
+        runs.every((r) => r.status === 'completed' && r.attempts === 1),
+        JSON.stringify(runs),
+      );
+    } finally {
+      await Promise.all(workers.map((w) => w.stop(1_000)));
+      await svc.close();
+    }
+  });
+
+  test('a claim that meets another one for the same organization counts the runs the other took', {
+    skip: !TEST_DATABASE_URL && 'two claims at the same instant need PostgreSQL',
+  }, async () => {
+    // The order of a claim's candidates alone does not keep two claims apart: here a run older
+    // than the ones the first claim is taking becomes pending while it takes them (as a run put
+    // back by lease recovery does). The second claim must wait for the first and then count
+    // its runs, not take the older run beside them.
+    const svc = await startTestService({ env: { SVC_ORG_CONCURRENCY: '2' } });
+    try {
+      const { db } = svc.service.deps;
+      const org = await svc.createOrg('paid');
+      const task = await newTask(svc, org);
+      await pendingRuns(svc, org, task.id, 2);
+      // Taking the two runs takes a while (a trigger that sleeps as each is set running).
+      await db.exec(`
+        CREATE FUNCTION test_slow_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN PERFORM pg_sleep(0.5); RETURN NEW; END $$;
+        CREATE TRIGGER test_slow_claim BEFORE UPDATE OF status ON runs
+          FOR EACH ROW WHEN (NEW.status = 'running') EXECUTE FUNCTION test_slow_claim();`);
+      const options = { now: null, leaseMs: 30_000, limit: 2, orgLimit: 2 };
+      const first = claimRuns(db, { ...options, workerId: 'first' });
+      await waitFor('the first claim taking its runs', async () => {
+        const rows = await db.query(
+          "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'",
+        );
+        return rows.length ? true : undefined;
+      });
+      await insertRun(db, {
+        id: newId(),
+        organizationId: org.organizationId,
+        taskId: task.id,
+        slotAt: null,
+        trigger: 'manual',
+        now: new Date(Date.now() - 3_600_000),
+      });
+      const second = await claimRuns(db, { ...options, workerId: 'second' });
+      assert.equal((await first).runs.length, 2);
+      assert.equal(second.runs.length, 0, 'the organization was at its limit');
+      const [row] = await db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM runs WHERE status = 'running'",
+      );
+      assert.equal(row?.n, 2);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  test("workers claiming at once take an organization's first run before another organization's backlog", async () => {
+    // A's six runs are older than B's one; three workers with one place each claim at the same
+    // instant, A limited to 3. Ranked rank by rank, the places go to A, B, A: B's first run
+    // comes before A's second, whatever the order in which the claims meet (a claim that finds
+    // A's place taken by another worker meanwhile must not take A's next run instead of B's).
+    const svc = await startTestService({
+      env: { SVC_WORKER_CONCURRENCY: '1', SVC_ORG_CONCURRENCY: '3', SVC_RUN_LEASE_SECONDS: '30' },
+    });
+    const c = new Concurrency();
+    let letGo: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => {
+      letGo = resolve;
+    });
+    const workers = Array.from(
+      { length: 3 },
+      () =>
+        new RunWorker(
+          svc.service.deps,
+          recordingExecutor(c, () => gate),
+        ),
+    );
+    try {
+      const a = await svc.createOrg('paid');
+      const b = await svc.createOrg('paid');
+      for (const org of [a, b]) await unlimited(svc, org);
+      await pendingRuns(svc, a, (await newTask(svc, a)).id, 6);
+      await pendingRuns(svc, b, (await newTask(svc, b)).id, 1);
+      await slowClaims(svc);
+      await Promise.all(workers.map((w) => w.start()));
+      await waitFor('three runs executing', async () => (c.order.length >= 3 ? true : undefined));
+      const names = c.order.map((o) => (o === a.organizationId ? 'A' : 'B'));
+      assert.deepEqual([...names].sort(), ['A', 'A', 'B'], names.join(','));
+      letGo();
+      const { db } = svc.service.deps;
+      await waitFor(
+        'every run to finish',
+        async () => {
+          const [row] = await db.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM runs WHERE status IN ('pending', 'running')",
+          );
+          return row?.n === 0 ? true : undefined;
+        },
+        { timeoutMs: 60_000, everyMs: 50 },
+      );
+      assert.ok((c.peak.get(a.organizationId) ?? 0) <= 3);
+    } finally {
+      letGo();
+      await Promise.all(workers.map((w) => w.stop(1_000)));
+      await svc.close();
+    }
+  });
+});
