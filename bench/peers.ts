@@ -48,7 +48,12 @@ export async function benchPeers(options: PartOptions): Promise<PartResult> {
   const sizes = peerSizes(options.quick);
   const only = process.env.BENCH_PEERS_MEASURES?.split(',');
   const wants = (m: string) => !only || only.includes(m);
-  const bulk = Math.max(...sizes.rows.map((r) => r.units), sizes.queued, sizes.probes * sizes.rounds);
+  const bulk = Math.max(
+    ...sizes.rows.map((r) => r.units),
+    sizes.queuedRounds ? sizes.queued : 0,
+    sizes.probes,
+    WARM_UP,
+  );
   let model: Child | undefined;
   const systems: BenchSystem[] = [];
   const results: PeerResults = {

@@ -140,8 +140,8 @@ interface PeerRow {
  * where the model's wait, not the machine, sets the pace, so one round tells as much as two.
  * The slot measure needs a minute boundary (the peers' schedulers know only minutes): it is
  * taken once, between two systems' measures when a boundary is near (bench/peers.ts). Quick
- * runs leave out what has no goal or needs a minute: the 100 ms rows, slot → start, and BullMQ
- * (on Redis, for reference only).
+ * runs leave out what has no goal or needs a minute: the 100 ms rows, the RSS with jobs queued,
+ * slot → start, and BullMQ (on Redis, for reference only).
  */
 export function peerSizes(quick: boolean) {
   return quick
@@ -150,8 +150,8 @@ export function peerSizes(quick: boolean) {
         probes: 15,
         gapMs: 100,
         queued: 1000,
-        /** Rounds in which the RSS with `queued` jobs is sampled. */
-        queuedRounds: 1,
+        /** Rounds in which the RSS with `queued` jobs is sampled (reported, no goal). */
+        queuedRounds: 0,
         slot: false,
         bullmq: false,
         rows: [
