@@ -6,12 +6,13 @@
 // at most 110 s (the acceptance of `npm run bench`: under 10 minutes and 2 minutes). A busy
 // machine stretches the parts that wait for work to be done (scheduler, engine, peers) more than
 // the API's, whose loads last a fixed time, so an overrun is reported with the load average
-// beside it. Measured on this machine while three other benches and test suites ran (load
-// average 7-19, 2026-11-26): quick 102 s (api 27, scheduler 20, engine 13, peers 42); full 762 s
-// (api 240, scheduler 118, engine 178, peers 227). On an idle machine a full run is estimated,
-// not measured, at about 470 s: the API's fixed loads and set-up about 156 s, the others about
-// half as long as on the busy machine (the sizes of the 2026-11-23 full run, at load 1.5, took
-// 110 s for the scheduler and 116 s for the engine with longer bursts and more rounds).
+// beside it. Measured on this machine while three other benches and test suites ran
+// (2026-11-26): quick 97 s at load 3.4-6.6 (api 27, scheduler 22, engine 13, peers 35); full
+// 762 s at load 8-19 (api 240, scheduler 118, engine 178, peers 227, before the API's pause
+// between loads went from 0.5 to 0.25 s). On an idle machine a full run is estimated, not
+// measured, at about 500 s: the API's loads, pauses and set-up about 180 s whatever the load,
+// the others about half as long as on the busy machine (the 2026-11-23 full run, at load 1.5,
+// took 110 s for the scheduler and 116 s for the engine with longer bursts and more rounds).
 
 export const PARTS = ['api', 'scheduler', 'engine', 'durability', 'peers'] as const;
 export type Part = (typeof PARTS)[number];
@@ -24,8 +25,8 @@ export const DEFAULT_PARTS: readonly Part[] = ['api', 'scheduler', 'engine', 'pe
 
 /** Seconds each part may take on an idle 2-core machine, and the whole run. */
 export const BUDGET_SECONDS: Record<'quick' | 'full', Record<Part | 'total', number>> = {
-  quick: { api: 24, scheduler: 22, engine: 18, peers: 42, durability: 60, total: 110 },
-  full: { api: 170, scheduler: 90, engine: 100, peers: 160, durability: 240, total: 540 },
+  quick: { api: 28, scheduler: 22, engine: 16, peers: 38, durability: 60, total: 110 },
+  full: { api: 180, scheduler: 85, engine: 105, peers: 160, durability: 240, total: 540 },
 };
 
 type Backend = 'pglite' | 'postgres';
@@ -50,7 +51,7 @@ export function backendsOf(quick: boolean, postgresUrl: string | undefined): Bac
 export function apiSizes(quick: boolean) {
   return quick
     ? { rounds: 1, duration: 2, warmup: 0.25, settle: 0.25, informationalRounds: 0 }
-    : { rounds: 3, duration: 3, warmup: 0.5, settle: 0.5, informationalRounds: 1 };
+    : { rounds: 3, duration: 3, warmup: 0.5, settle: 0.25, informationalRounds: 1 };
 }
 export const API_INFORMATIONAL = ['hello', 'floorCreate'];
 
