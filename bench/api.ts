@@ -31,6 +31,7 @@ import {
   weeklyTaskBody,
 } from './baselines.ts';
 import { type CpuReading, cpuPerRequest, isLocalPostgres, readCpu } from './cpu.ts';
+import { API_INFORMATIONAL, apiSizes, backendsOf } from './sizes.ts';
 
 interface Histogram {
   average: number;
@@ -206,12 +207,15 @@ async function quietDatabase(url: string): Promise<void> {
 /** Measures the targets in turn, round after round; each is warmed up just before its first round. */
 async function measureTargets(
   targets: Target[],
-  settings: { rounds: number; duration: number; warmup: number; settle: number },
+  settings: ApiSettings,
   scope: CpuScope,
 ): Promise<Map<string, Measure>> {
   const all = new Map<string, Measure[]>(targets.map((t) => [t.key, []]));
+  const roundsOf = (key: string) =>
+    API_INFORMATIONAL.includes(key) ? settings.informationalRounds : settings.rounds;
   for (let round = 1; round <= settings.rounds; round++) {
     for (const t of targets) {
+      if (round > roundsOf(t.key)) continue;
       if (round === 1) await load(t, settings.warmup, scope);
       // The previous load's aftermath (closing connections, its writes being flushed) settles first.
       await sleep(settings.settle * 1000);
@@ -219,12 +223,14 @@ async function measureTargets(
       if (WRITES.includes(t.key)) await scope.afterWrites?.();
       all.get(t.key)?.push(m);
       progress(
-        `  api ${t.key} round ${round}/${settings.rounds}: ${fmt(m.rps)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms, non-2xx ${m.non2xx}, errors ${m.errors}, CPU µs/request ${cpuText(m.cpu)}`,
+        `  api ${t.key} round ${round}/${roundsOf(t.key)}: ${fmt(m.rps)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms, non-2xx ${m.non2xx}, errors ${m.errors}, CPU µs/request ${cpuText(m.cpu)}`,
       );
     }
   }
-  return new Map([...all].map(([k, v]) => [k, combine(v)]));
+  return new Map([...all].filter(([, v]) => v.length).map(([k, v]) => [k, combine(v)]));
 }
+
+type ApiSettings = ReturnType<typeof apiSizes>;
 
 interface BackendSetup {
   name: 'pglite' | 'postgres';
@@ -350,30 +356,30 @@ async function serviceTargets(service: Child): Promise<Target[]> {
 }
 
 export async function benchApi(options: PartOptions): Promise<PartResult> {
-  const settings = options.quick
-    ? { rounds: 1, duration: 2, warmup: 0.5, settle: 0.25 }
-    : { rounds: 3, duration: 5, warmup: 1, settle: 1 };
+  const settings = apiSizes(options.quick);
   const summary: Record<string, number> = {};
   const info: Record<string, string> = {};
   const sections: string[] = [];
 
-  progress('api: hello-world baseline');
-  const hello = await startBaseline('hello');
-  const helloMeasure = (
-    await measureTargets(
-      [{ key: 'hello', label: 'hello', request: { url: `${hello.url}/` }, serverPid: hello.pid }],
-      settings,
-      { countPostgres: false },
-    )
-  ).get('hello');
-  await hello.stop();
+  let helloMeasure: Measure | undefined;
+  if (settings.informationalRounds > 0) {
+    progress('api: hello-world baseline');
+    const hello = await startBaseline('hello');
+    helloMeasure = (
+      await measureTargets(
+        [{ key: 'hello', label: 'hello', request: { url: `${hello.url}/` }, serverPid: hello.pid }],
+        settings,
+        { countPostgres: false },
+      )
+    ).get('hello');
+    await hello.stop();
+  }
   if (helloMeasure) {
     summary['api.hello.rps'] = helloMeasure.rps;
     summary['api.hello.p99'] = helloMeasure.p99;
   }
 
-  const backends: ('pglite' | 'postgres')[] = options.postgresUrl ? ['pglite', 'postgres'] : ['pglite'];
-  for (const name of backends) {
+  for (const name of backendsOf(options.quick, options.postgresUrl)) {
     progress(`api: ${name}: starting the service and the primary-key baseline`);
     const setup = await startBackend(name, options.postgresUrl, options.profileDir);
     if (typeof setup.pk.info.serverVersion === 'string')
@@ -507,7 +513,7 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
   const markdown = [
     '## API',
     '',
-    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round, ${settings.rounds} round(s); in each round the reads are measured before the writes, each after a pause of ${settings.settle} s (the same for every target), and each target is warmed up for ${settings.warmup} s just before its first round; on PostgreSQL, after each target that writes, \`VACUUM (ANALYZE)\` of the written tables and a \`CHECKPOINT\` (not timed) bring the database back to a quiet state, so that one target's autovacuum and checkpoint writes do not run during the next one; medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`npm start\` runs it (see Method) with all its roles (\`SVC_ROLE\` unset, as \`npm start\` runs it: the scheduler and the worker idle beside the API) in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10), reading a plain row of about a task's size: ten text and uuid columns, none that the driver parses (no array, timestamp or JSON column), the lightest reasonable row a bare route would read. Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization (\`create\`: all connections to one) or, each connection to its own, to ${CONNECTIONS} others (\`createOrgs\`). Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards). The primary-key baseline's process also serves two floors, the least a bare route can do for the same work through the same driver: one SELECT of ${FLOOR_LIST_SIZE} task-shaped rows of one organization (the list's), and one INSERT of a task-shaped row committed on its own (a create's); the service's ratio to them is its own share. CPU per request is read around each round from \`/proc\` (user + system time of the server's process and of every \`postgres\` process on this machine) and from \`process.cpuUsage()\` for the load generator; on PGlite the database runs inside the server's process.`,
+    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round, ${settings.rounds} round(s) (${settings.informationalRounds ? `${settings.informationalRounds} for the targets no goal is judged against: the hello-world route and the unbatched create floor` : 'the hello-world route and the unbatched create floor, against which no goal is judged, are left out of quick runs'}; bench/sizes.ts); in each round the reads are measured before the writes, each after a pause of ${settings.settle} s (the same for every target), and each target is warmed up for ${settings.warmup} s just before its first round; on PostgreSQL, after each target that writes, \`VACUUM (ANALYZE)\` of the written tables and a \`CHECKPOINT\` (not timed) bring the database back to a quiet state, so that one target's autovacuum and checkpoint writes do not run during the next one; medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`npm start\` runs it (see Method) with all its roles (\`SVC_ROLE\` unset, as \`npm start\` runs it: the scheduler and the worker idle beside the API) in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10), reading a plain row of about a task's size: ten text and uuid columns, none that the driver parses (no array, timestamp or JSON column), the lightest reasonable row a bare route would read. Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization (\`create\`: all connections to one) or, each connection to its own, to ${CONNECTIONS} others (\`createOrgs\`). Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards). The primary-key baseline's process also serves two floors, the least a bare route can do for the same work through the same driver: one SELECT of ${FLOOR_LIST_SIZE} task-shaped rows of one organization (the list's), and one INSERT of a task-shaped row committed on its own (a create's); the service's ratio to them is its own share. CPU per request is read around each round from \`/proc\` (user + system time of the server's process and of every \`postgres\` process on this machine) and from \`process.cpuUsage()\` for the load generator; on PGlite the database runs inside the server's process.`,
     '',
     ...sections.flatMap((s) => [s, '']),
     '### Findings',

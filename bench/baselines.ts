@@ -24,15 +24,22 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
-import { resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { FLOOR_BATCH_IN_FLIGHT, insertBatcher, type Query } from './floor-batcher.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
-/** The node options of `npm start` (package.json), so the service measured runs as it is run. */
+/**
+ * The node options of `npm start` (package.json), so the service measured runs as it is run;
+ * BENCH_NODE_ARGS (space-separated, e.g. `--max-semi-space-size=16`) replaces them, to measure
+ * the service under other options.
+ */
 export const START_NODE_ARGS = (() => {
+  if (process.env.BENCH_NODE_ARGS !== undefined)
+    return process.env.BENCH_NODE_ARGS.split(' ').filter(Boolean);
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
     scripts: { start: string };
   };
@@ -146,9 +153,25 @@ function track(proc: ChildProcess): void {
   }
 }
 
+/**
+ * The environment every child process of the benchmarks starts from. Node's compile cache is on
+ * (the directory src/start.mjs uses by default), as it is for `npm start`: a process started
+ * with it, after the first, neither loads the TypeScript type stripper (about 15 MB that the
+ * process keeps) nor compiles its modules again. The service and the peers' workers, all
+ * TypeScript run directly here, are then measured like with like, as a start of `npm start`
+ * or of a JavaScript worker would be.
+ */
+export function childEnv(env: Record<string, string> = {}): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '',
+    NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE || join(tmpdir(), 'node-compile-cache'),
+    ...env,
+  };
+}
+
 function spawnNode(args: string[], env: Record<string, string>, stdout: 'pipe' | 'ignore') {
   const proc = spawn(process.execPath, args, {
-    env: { PATH: process.env.PATH ?? '', ...env },
+    env: childEnv(env),
     stdio: ['ignore', stdout, 'pipe'],
   });
   track(proc);

@@ -29,6 +29,7 @@ import {
   weeklyTaskBody,
 } from './baselines.ts';
 import { startModelServer } from './scheduler-pg.ts';
+import { durabilitySizes } from './sizes.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const MODES = ['on', 'off'] as const;
@@ -191,9 +192,7 @@ async function measureService(
 }
 
 export async function benchDurability(options: Pick<PartOptions, 'quick'>): Promise<PartResult> {
-  const rounds = options.quick ? 1 : 3;
-  const commits = options.quick ? 1000 : 5000;
-  const tasks = options.quick ? 200 : 1000;
+  const { rounds, commits, tasks } = durabilitySizes(options.quick);
   const results: Record<Mode, { commits: CommitResult[]; creates: number[]; runs: number[] }> = {
     on: { commits: [], creates: [], runs: [] },
     off: { commits: [], creates: [], runs: [] },

@@ -37,6 +37,7 @@ import {
   table,
   weeklyTaskBody,
 } from './baselines.ts';
+import { backendsOf, engineSizes } from './sizes.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 
@@ -45,6 +46,7 @@ const ORGANIZATIONS = 4;
 /** Runs in flight for the memory row. */
 const IN_FLIGHT = 1000;
 const MEMORY_MODEL_DELAY_MS = 5000;
+/** The service's default SVC_WORKER_CONCURRENCY (src/config). */
 const DEFAULT_CONCURRENCY = 4;
 
 interface Row {
@@ -380,55 +382,25 @@ const MB = 1024 * 1024;
 const mb = (n: number) => (Number.isFinite(n) ? `${fmt(n)} MB` : 'not measured');
 
 export async function benchEngine(options: PartOptions): Promise<PartResult> {
-  const rounds = options.quick ? 1 : 3;
+  const sizes = engineSizes(options.quick);
+  const rounds = sizes.rounds;
   // One memory round: RSS barely varies between rounds, and recording 1,000 results on PGlite
   // takes most of a minute.
   const memoryRounds = 1;
-  // The same backlogs on both backends, kept moderate so that a full run stays within its time
-  // budget (a claim's cost does not depend on the backlog).
-  const rows: Row[] = options.quick
-    ? [
-        {
-          key: 'instant-c4',
-          delayMs: 0,
-          concurrency: DEFAULT_CONCURRENCY,
-          orgConcurrency: undefined,
-          runs: 100,
-        },
-        {
-          key: '100ms-c4',
-          delayMs: 100,
-          concurrency: DEFAULT_CONCURRENCY,
-          orgConcurrency: undefined,
-          runs: 60,
-        },
-      ]
-    : [
-        {
-          key: 'instant-c4',
-          delayMs: 0,
-          concurrency: DEFAULT_CONCURRENCY,
-          orgConcurrency: undefined,
-          runs: 200,
-        },
-        {
-          key: '100ms-c4',
-          delayMs: 100,
-          concurrency: DEFAULT_CONCURRENCY,
-          orgConcurrency: undefined,
-          runs: 160,
-        },
-        { key: '100ms-c32', delayMs: 100, concurrency: 32, orgConcurrency: 32, runs: 256 },
-      ];
+  const rows: Row[] = sizes.rows.map((r) => ({ ...r }));
   // BENCH_ENGINE_ROWS=100ms-c4 (or =none: the memory measurement alone) measures only those rows.
   const onlyRows = process.env.BENCH_ENGINE_ROWS?.split(',');
   if (onlyRows) rows.splice(0, rows.length, ...rows.filter((r) => onlyRows.includes(r.key)));
-  const backendNames: ('pglite' | 'postgres')[] = options.postgresUrl ? ['pglite', 'postgres'] : ['pglite'];
+  const backendNames = backendsOf(options.quick, options.postgresUrl);
 
   progress('engine: model servers');
-  const models = new Map<number, Child>();
-  for (const delay of [0, 100, MEMORY_MODEL_DELAY_MS])
-    models.set(delay, await startBaseline('model', String(delay)));
+  const delays = [0, 100, MEMORY_MODEL_DELAY_MS];
+  const models = new Map<number, Child>(
+    (await Promise.all(delays.map((d) => startBaseline('model', String(d))))).map((m, i) => [
+      delays[i] ?? 0,
+      m,
+    ]),
+  );
   const model = (delay: number) => {
     const m = models.get(delay);
     if (!m) throw new Error(`no model server with delay ${delay}`);
@@ -476,7 +448,8 @@ export async function benchEngine(options: PartOptions): Promise<PartResult> {
         progress(`  engine ceiling ${row.key} round ${round}/${rounds}: ${fmt(c)} calls/s`);
       }
       for (const backend of backends) {
-        if (round === 1 && !options.quick) {
+        if (backend.name === 'pglite' && round > sizes.pgliteRounds) continue;
+        if (round === 1 && sizes.idleRss) {
           idle.set(backend.name, await idleRss(backend, model(MEMORY_MODEL_DELAY_MS)));
         }
         const jobs: Job[] = [
@@ -589,7 +562,7 @@ export async function benchEngine(options: PartOptions): Promise<PartResult> {
     const markdown = [
       '## Run engine',
       '',
-      `A worker process (as \`npm start\` runs it, \`SVC_ROLE=worker\`, default log level) drains a backlog of pending on-demand runs (inserted in SQL as run-now inserts them, with their ledger rows, one per task, spread evenly over ${ORGANIZATIONS} paid organizations; one weekly task per organization is created through the API and copied in SQL) against a Chat Completions stand-in in a process of its own (streamed answers, instant or after 100 ms). Runs/s is completed runs divided by the span from the first run's \`started_at\` to the last run's \`completed_at\` (database clock), so the worker's start-up is not counted. The ceiling is the same number of plain streamed calls to the same model server at the same concurrency, from the bench process with \`fetch\`. ${rounds} round(s), medians; "runs not completed" is a total over the rounds and must be 0.`,
+      `A worker process (as \`npm start\` runs it, \`SVC_ROLE=worker\`, default log level) drains a backlog of pending on-demand runs (inserted in SQL as run-now inserts them, with their ledger rows, one per task, spread evenly over ${ORGANIZATIONS} paid organizations; one weekly task per organization is created through the API and copied in SQL) against a Chat Completions stand-in in a process of its own (streamed answers, instant or after 100 ms). Runs/s is completed runs divided by the span from the first run's \`started_at\` to the last run's \`completed_at\` (database clock), so the worker's start-up is not counted. The ceiling is the same number of plain streamed calls to the same model server at the same concurrency, from the bench process with \`fetch\`. ${rounds} round(s)${backendNames.includes('pglite') && sizes.pgliteRounds < rounds ? ` (${sizes.pgliteRounds} on PGlite, whose figures are for information)` : ''}, medians; sizes in bench/sizes.ts; "runs not completed" is a total over the rounds and must be 0.`,
       '',
       `Memory: one worker process with ${IN_FLIGHT} runs in flight at once against a model server that answers in ${MEMORY_MODEL_DELAY_MS / 1000} s (${IN_FLIGHT} tasks over ${ORGANIZATIONS} organizations, \`SVC_ORG_CONCURRENCY=256\`). \`SVC_WORKER_CONCURRENCY\` accepts at most 256, so this worker is started by \`node bench/engine.ts worker-child\`, which is \`src/main.ts\` with \`config.worker.concurrency = ${IN_FLIGHT}\` set after \`loadConfig\`. RSS is read from /proc/<pid>/status (VmRSS, and VmHWM for the peak) every 100 ms, with the model server's count of calls in flight, ${options.quick ? 'until 1 s after all the calls were in flight; then the worker is stopped (`SVC_SHUTDOWN_GRACE_SECONDS=0`: the runs are released) and its runs deleted, so quick runs do not wait for PGlite to record 1,000 results' : 'until all runs have finished'}. ${memoryRounds} round(s), medians.`,
       '',

@@ -28,11 +28,20 @@ export async function lightLoad(
   system: BenchSystem,
   child: Child,
   modelUrl: string,
-  o: { probes: number; gapMs: number; queued: number; round: number },
+  o: {
+    probes: number;
+    gapMs: number;
+    /** 0: the RSS with jobs queued is not measured (queuedRssBytes NaN). */
+    queued: number;
+    round: number;
+    /** Called right after the idle RSS is read (other processes read at the same moment). */
+    onIdle?: () => Promise<void>;
+  },
 ): Promise<LightResult> {
   {
     await sleep(2000);
     const idleRssBytes = processMemory(child.pid)?.rss ?? Number.NaN;
+    await o.onIdle?.();
     await arrivals(modelUrl);
     const sent: [string, number][] = [];
     for (let i = 0; i < o.probes; i++) {
@@ -45,6 +54,7 @@ export async function lightLoad(
     await sleep(500);
     const got = (await arrivals(modelUrl)).arrivals;
     const latencies = sent.map(([m, t0]) => (got[m] === undefined ? Number.NaN : (got[m] as number) - t0));
+    if (!o.queued) return { latencies, idleRssBytes, queuedRssBytes: Number.NaN };
     let queuedRssBytes = processMemory(child.pid)?.rss ?? 0;
     const sampler = setInterval(() => {
       queuedRssBytes = Math.max(queuedRssBytes, processMemory(child.pid)?.rss ?? 0);

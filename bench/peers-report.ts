@@ -4,14 +4,24 @@
 import { readFileSync } from 'node:fs';
 import type { PartResult } from './api.ts';
 import { fmt, median, table } from './baselines.ts';
-import type { peerSizes } from './peers.ts';
 import type { ThroughputResult } from './peers-measures.ts';
+import type { PeerSizes } from './sizes.ts';
+
+/**
+ * The roles of the service's processes measured idle beside `npm start`'s default (all roles):
+ * a worker process, the like of a peer's worker (the goal's figure), and one that also
+ * schedules, as a Graphile Worker process with a crontab does.
+ */
+export const SERVICE_IDLE_ROLES = ['worker', 'scheduler,worker'];
 
 export interface PeerResults {
-  sizes: ReturnType<typeof peerSizes>;
+  sizes: PeerSizes;
   /** By system: enqueue → start per probe, ms, pooled over the rounds. */
   latencies: Map<string, number[]>;
+  /** By system: its measured worker process (the service: all roles). */
   idleRss: Map<string, number[]>;
+  /** The service's processes with SERVICE_IDLE_ROLES, by SVC_ROLE. */
+  serviceIdleRss: Map<string, number[]>;
   queuedRss: Map<string, number[]>;
   /** By `<system>.<row key>`: one per round. */
   throughput: Map<string, ThroughputResult[]>;
@@ -180,16 +190,35 @@ export function peersMarkdown(r: PeerResults, systems: string[]): PartResult {
       },
     );
   }
+  // Like with like: a peer's process is a worker, so the goal is judged on the service's worker
+  // process; `npm start`'s default, which also serves the API, is reported beside it.
+  const idle = (service: number) =>
+    new Map(systems.map((s) => [s, s === 'service' ? service : median(r.idleRss.get(s) ?? [])]));
   measure(
-    'rss.idle',
-    'RSS idle',
-    per((s) => median(r.idleRss.get(s) ?? [])),
+    'rss.idleWorker',
+    'RSS idle, worker process (the service: `SVC_ROLE=worker`)',
+    idle(median(r.serviceIdleRss.get('worker') ?? [])),
     mb,
     { lowerIsBetter: true, goal: 1.25, against: 'graphile-worker' },
   );
   measure(
+    'rss.idleSchedulerWorker',
+    'RSS idle, the service with `SVC_ROLE=scheduler,worker`',
+    idle(median(r.serviceIdleRss.get('scheduler,worker') ?? [])),
+    mb,
+    { lowerIsBetter: true, against: 'graphile-worker' },
+  );
+  measure(
+    'rss.idle',
+    'RSS idle, the service with all roles (`npm start` default)',
+    idle(median(r.idleRss.get('service') ?? [])),
+    mb,
+    { lowerIsBetter: true, against: 'graphile-worker' },
+  );
+  measure(
     'rss.queued',
     `RSS with ${fmt(r.sizes.queued)} queued`,
+    // The service's process here is the measured one (all roles).
     per((s) => median(r.queuedRss.get(s) ?? [])),
     mb,
     {
@@ -212,7 +241,7 @@ export function peersMarkdown(r: PeerResults, systems: string[]): PartResult {
   const markdown = [
     '## Peers: the service beside Graphile Worker, pg-boss and BullMQ',
     '',
-    `Versions: Graphile Worker ${version('graphile-worker')}, pg-boss ${version('pg-boss')}, BullMQ ${version('bullmq')} with ioredis ${version('ioredis')}${r.redis ? '' : ' (Redis did not answer: BullMQ not measured)'}, the \`openai\` SDK ${version('openai')} in every handler. ${r.sizes.rounds} round(s); latencies pooled over the rounds, runs/s, CPU and RSS medians of the rounds. "Best peer" is the best PostgreSQL peer (Graphile Worker or pg-boss); BullMQ runs on Redis and is shown for reference only. Ratios are the service's figure divided by the best peer's.`,
+    `Versions: Graphile Worker ${version('graphile-worker')}, pg-boss ${version('pg-boss')}, BullMQ ${version('bullmq')} with ioredis ${version('ioredis')}${r.redis ? '' : ' (Redis did not answer: BullMQ not measured)'}, the \`openai\` SDK ${version('openai')} in every handler. ${r.sizes.rounds} round(s) (the 100 ms rows and the RSS with jobs queued in the first only; slot → start once; sizes in bench/sizes.ts${r.sizes.slot ? '' : '; a quick run leaves out slot → start, the 100 ms rows, the RSS with jobs queued and BullMQ'}); latencies pooled over the rounds, runs/s, CPU and RSS medians of the rounds. "Best peer" is the best PostgreSQL peer (Graphile Worker or pg-boss); BullMQ runs on Redis and is shown for reference only. Ratios are the service's figure divided by the best peer's.`,
     '',
     '### Targets',
     '',
@@ -247,10 +276,10 @@ const PEERS_METHOD = (r: PeerResults) => [
   "- **The same model call.** Every peer's handler makes one streamed Chat Completions call with usage through the official `openai` SDK, the client the service's model client (`src/runner/model-client.ts`) is built on, over Node's built-in fetch, and reads the answer to its end; the service's client also bounds the answer's bytes. So the HTTP work per unit is the same and what differs is the queue.",
   '- **Interleaved.** Every round measures each measure on the service, Graphile Worker, pg-boss and BullMQ in turn, so a busy moment of the shared machine falls on all of them; ratios, not absolute figures, are the result.',
   `- **Enqueue → start** (light load): a worker at concurrency 8, then ${r.sizes.probes} jobs added one at a time, ${r.sizes.gapMs} ms apart, each carrying a marker the model stand-in records with the time its request arrived (wall clock, same machine). The service's job is \`POST /api/svc/tasks/{id}/run\` with the organization's API key (one task per probe); Graphile Worker's \`addJob\`, pg-boss's \`send\` (queue with \`notify: true\`, instance with \`useListenNotify: true\`), BullMQ's \`Queue.add\`, from the bench process. Time from just before the call to the model request's arrival.`,
-  `- **Slot → start**: ${SLOT} jobs due at one time, every system's worker running at once (independent processes on independent databases). The peers only know minutes, so their jobs come from their own schedulers at the next minute boundary at least 10 s away: Graphile Worker's crontab (${SLOT} lines \`* * * * *\`), pg-boss's \`schedule\` with its defaults, BullMQ's \`upsertJobScheduler\`; the service's tasks are made due (\`next_run_at\`, as the scheduler stores a slot) 3 s after its process is up, which is before the peers' minute, so the bursts do not overlap. Time from the slot to the model request's arrival. Waits at most 40 s after the minute (a job not started by then shows as "not started").`,
+  `- **Slot → start**: ${SLOT} jobs due at one time, every system's worker running at once (independent processes on independent databases). The peers only know minutes, so their jobs come from their own schedulers at the next minute boundary at least 6 s after the processes are up: Graphile Worker's crontab (${SLOT} lines \`* * * * *\`), pg-boss's \`schedule\` with its defaults, BullMQ's \`upsertJobScheduler\`; the service's tasks are made due (\`next_run_at\`, as the scheduler stores a slot) 2 s after its process is up, which is before the peers' minute, so the bursts do not overlap. Measured once per run, between two systems' other measures (nothing else running) when a minute boundary is near, so that the run does not idle for one; the schedules are removed afterwards. Time from the slot to the model request's arrival. Waits at most 40 s after the minute (a job not started by then shows as "not started").`,
   `- **Runs/s**: the units are queued at once (one transaction: run-now's \`insertRun\` per run for the service, as bench/engine.ts does; \`addJobs\`, \`insert\`, \`addBulk\` for the peers) into an idle worker at the given concurrency; runs/s is units over the span from the first model request received to the moment no unit is left pending or running (polled every 25 ms). The model-only ceiling is the same number of calls at the same concurrency from a process of their own (\`node bench/peers-worker.ts ceiling\`), no queue.`,
   "- **CPU per run**: user + system time from /proc/<pid>/stat of the worker process and of the PostgreSQL backends serving that system's database (pids from `pg_stat_activity`, the bench's own connections left out; BullMQ: the redis-server process), from the end of the enqueue to the end, divided by the units. PostgreSQL's background processes (WAL writer, checkpointer) are not counted for anyone.",
-  `- **RSS**: VmRSS from /proc/<pid>/status of the worker process (concurrency 8) after 2 s with nothing to do, and the largest sample (every 50 ms) while ${fmt(r.sizes.queued)} jobs queued at once drain against the instant model.`,
+  `- **RSS**: VmRSS from /proc/<pid>/status of the worker process (concurrency 8) after 2 s with nothing to do, and the largest sample (every 50 ms) while ${fmt(r.sizes.queued)} jobs queued at once drain against the instant model. A peer's process is a worker (and, with a crontab or schedule, its scheduler), so the service's idle RSS is read for a worker process (\`SVC_ROLE=worker\`: the goal's figure) and for \`SVC_ROLE=scheduler,worker\` too, both started with the measured all-roles process on the same database and read at the same moment, then stopped before any work; the all-roles process is the one measured with jobs queued.`,
   "- **What the service does per run that the peers don't**: it checks the organization's run limit and cost limit and writes the usage ledger row with the run; it claims fairly across organizations (`SVC_ORG_CONCURRENCY`) under a claim lock with a lease, and renews leases while runs are out; it loads the task's context (task, skills, sources, organization) and builds the prompt; it records the model's usage and cost with the result, queues deliveries for the task's destinations (none here) and keeps slot records (exactly once per slot) for scheduled runs. The peers store a payload and delete (Graphile Worker) or mark (pg-boss, BullMQ) the job. The peers' figures are therefore a floor for work that does less, which is why the goal is to be ahead of them anyway.",
 ];
 const SLOT = 20;

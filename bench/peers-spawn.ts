@@ -2,7 +2,7 @@
 // model-only ceiling run the same way, and whether Redis is there for BullMQ.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { Child } from './baselines.ts';
+import { type Child, childEnv } from './baselines.ts';
 import type { PeerName, PeerWorkerOptions } from './peers-worker.ts';
 
 const WORKER = fileURLToPath(new URL('./peers-worker.ts', import.meta.url));
@@ -19,7 +19,7 @@ export function startPeerWorker(
   o: PeerWorkerOptions,
 ): Promise<Child & { line: Promise<string> }> {
   const proc = spawn(process.execPath, [WORKER, system, JSON.stringify(o)], {
-    env: { PATH: process.env.PATH ?? '' },
+    env: childEnv(),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.add(proc);

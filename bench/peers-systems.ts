@@ -27,6 +27,8 @@ export interface StartOptions {
   modelUrl: string;
   /** Markers of jobs due at every minute (peers only). */
   cronMarkers?: string[];
+  /** The service: SVC_ROLE (default: unset, all roles, as `npm start` runs it). */
+  roles?: string;
 }
 
 export interface BenchSystem {
@@ -44,6 +46,8 @@ export interface BenchSystem {
   backendPids(): Promise<number[]>;
   /** The service: makes the tasks of `markers` due at `at` (its scheduler knows any time, not only minutes). */
   armSlot?(markers: string[], at: Date): Promise<void>;
+  /** Removes what the slot measure's processes left scheduled (pg-boss, BullMQ keep their schedules). */
+  clearSchedules?(): Promise<void>;
   /** Marker prefix of this system's probes. */
   prefix: string;
   cleanup(): Promise<void>;
@@ -137,9 +141,11 @@ export async function serviceSystem(
           SVC_MODEL_API_KEY: 'sk-bench-model-key',
           SVC_WORKER_CONCURRENCY: String(o.concurrency),
           SVC_ORG_CONCURRENCY: String(Math.max(2, o.concurrency)),
+          ...(o.roles && { SVC_ROLE: o.roles }),
         }),
       );
-      serviceUrl = child.url;
+      // Run now goes to the process with the API (a process with other roles is only measured idle).
+      if (!o.roles) serviceUrl = child.url;
       return child;
     },
     // Run now, as a user does: the API call of the organization's key (the service under
@@ -250,6 +256,10 @@ export async function pgBossSystem(postgresUrl: string): Promise<BenchSystem> {
     async enqueue(marker) {
       await boss.send(queue, { prompt: probePrompt(marker) });
     },
+    // A schedule is kept in the database: a later worker would go on sending its jobs each minute.
+    async clearSchedules() {
+      for (const s of await boss.getSchedules(queue)) await boss.unschedule(queue, s.key);
+    },
     async enqueueMany(count) {
       await boss.insert(
         queue,
@@ -294,6 +304,11 @@ export async function bullmqSystem(redisUrl: string): Promise<BenchSystem> {
       }),
     async enqueue(marker) {
       await queue.add(TASK, { prompt: probePrompt(marker) });
+    },
+    // A job scheduler keeps its next job delayed in the queue, which would never be drained.
+    async clearSchedules() {
+      for (const s of await queue.getJobSchedulers()) if (s.key) await queue.removeJobScheduler(s.key);
+      await queue.drain(true);
     },
     async enqueueMany(count) {
       await queue.addBulk(

@@ -2,8 +2,9 @@
 // (when Redis answers) BullMQ, in one run, on the same PostgreSQL server, with the same model
 // stand-in, in interleaved rounds (service, Graphile Worker, pg-boss, BullMQ, service, …), each
 // system in its own fresh database (dropped afterwards) and its worker in a process of its own.
+// Sizes (rounds, units, which measures a quick run leaves out) are in bench/sizes.ts.
 import type { PartOptions, PartResult } from './api.ts';
-import { type Child, progress, startBaseline } from './baselines.ts';
+import { type Child, processMemory, progress, startBaseline } from './baselines.ts';
 import {
   drained,
   lightLoad,
@@ -13,7 +14,7 @@ import {
   type ThroughputResult,
   throughput,
 } from './peers-measures.ts';
-import { type PeerResults, peersMarkdown } from './peers-report.ts';
+import { type PeerResults, peersMarkdown, SERVICE_IDLE_ROLES } from './peers-report.ts';
 import { modelCeiling, redisAnswers } from './peers-spawn.ts';
 import {
   type BenchSystem,
@@ -22,40 +23,19 @@ import {
   pgBossSystem,
   serviceSystem,
 } from './peers-systems.ts';
+import { peerSizes } from './sizes.ts';
 
 const REDIS_URL = process.env.BENCH_REDIS_URL || 'redis://127.0.0.1:6379';
 const SLOT_TASKS = 20;
 const WARM_UP = 100;
-
-export interface ThroughputRow {
-  key: string;
-  delayMs: number;
-  concurrency: number;
-  units: number;
-}
-
-export function peerSizes(quick: boolean) {
-  return {
-    rounds: quick ? 1 : 2,
-    probes: quick ? 20 : 40,
-    gapMs: 100,
-    queued: 1000,
-    rows: (quick
-      ? [
-          { key: 'instant-c8', delayMs: 0, concurrency: 8, units: 500 },
-          { key: 'instant-c32', delayMs: 0, concurrency: 32, units: 500 },
-          { key: '100ms-c8', delayMs: 100, concurrency: 8, units: 160 },
-          { key: '100ms-c32', delayMs: 100, concurrency: 32, units: 480 },
-        ]
-      : [
-          // 5,000 units would take the part past its time budget at two rounds.
-          { key: 'instant-c8', delayMs: 0, concurrency: 8, units: 2000 },
-          { key: 'instant-c32', delayMs: 0, concurrency: 32, units: 2000 },
-          { key: '100ms-c8', delayMs: 100, concurrency: 8, units: 400 },
-          { key: '100ms-c32', delayMs: 100, concurrency: 32, units: 1200 },
-        ]) satisfies ThroughputRow[],
-  };
-}
+/**
+ * The slot measure starts its four processes (about 3 s) and keeps 6 s between them and the
+ * minute it measures (slotToStart). It is taken between two systems' measures as soon as the
+ * next minute boundary is at most SLOT_MAX_WAIT_MS further than that, so the run seldom idles
+ * long for a minute (between two measures nothing else runs: the boundary is quiet).
+ */
+const SLOT_LEAD_MS = 9_000;
+const SLOT_MAX_WAIT_MS = 10_000;
 
 export async function benchPeers(options: PartOptions): Promise<PartResult> {
   if (!options.postgresUrl) {
@@ -64,16 +44,23 @@ export async function benchPeers(options: PartOptions): Promise<PartResult> {
       summary: {},
     };
   }
+  const postgresUrl = options.postgresUrl;
   const sizes = peerSizes(options.quick);
   const only = process.env.BENCH_PEERS_MEASURES?.split(',');
   const wants = (m: string) => !only || only.includes(m);
-  const bulk = Math.max(...sizes.rows.map((r) => r.units), sizes.queued, sizes.probes);
+  const bulk = Math.max(
+    ...sizes.rows.map((r) => r.units),
+    sizes.queuedRounds ? sizes.queued : 0,
+    sizes.probes,
+    WARM_UP,
+  );
   let model: Child | undefined;
   const systems: BenchSystem[] = [];
   const results: PeerResults = {
     sizes,
     latencies: new Map(),
     idleRss: new Map(),
+    serviceIdleRss: new Map(),
     queuedRss: new Map(),
     throughput: new Map(),
     ceilings: new Map(),
@@ -84,22 +71,60 @@ export async function benchPeers(options: PartOptions): Promise<PartResult> {
   try {
     model = await startBaseline('model', '0');
     const modelUrl = model.url;
-    results.redis = await redisAnswers(REDIS_URL);
+    results.redis = sizes.bullmq && (await redisAnswers(REDIS_URL));
     progress(
-      `peers: databases (service with ${bulk + SLOT_TASKS} tasks)${results.redis ? '' : '; Redis not answering: no BullMQ'}`,
+      `peers: databases (service with ${bulk + SLOT_TASKS} tasks)${results.redis ? '' : sizes.bullmq ? '; Redis not answering: no BullMQ' : '; no BullMQ (quick run)'}`,
     );
-    systems.push(await serviceSystem(options.postgresUrl, bulk, SLOT_TASKS));
-    progress('peers: service ready');
-    systems.push(await graphileWorkerSystem(options.postgresUrl));
-    systems.push(await pgBossSystem(options.postgresUrl));
-    if (results.redis) systems.push(await bullmqSystem(REDIS_URL));
+    // The systems' databases are set up at once: nothing is measured yet.
+    systems.push(
+      ...(await Promise.all([
+        serviceSystem(postgresUrl, bulk, SLOT_TASKS),
+        graphileWorkerSystem(postgresUrl),
+        pgBossSystem(postgresUrl),
+        ...(results.redis ? [bullmqSystem(REDIS_URL)] : []),
+      ])),
+    );
+    // Every worker started once, unmeasured, all at once: the first start after a change of the
+    // code fills Node's compile cache (bench/baselines.ts, childEnv), so the measured starts are
+    // alike whether the cache was warm before the run or not.
+    await Promise.all(systems.map(async (s) => (await s.start({ concurrency: 8, modelUrl })).stop()));
+    progress('peers: systems ready, each worker started once');
     const serviceMarkers = Array.from({ length: SLOT_TASKS }, (_, i) => `svc-${bulk + i}`);
+    let slotPending = sizes.slot && wants('slot');
+    /** The slot measure, now if a minute boundary is near (or `force`), else later. */
+    const maybeSlot = async (force: boolean) => {
+      if (!slotPending) return;
+      const now = Date.now();
+      const wait = Math.ceil((now + SLOT_LEAD_MS) / 60_000) * 60_000 - now - SLOT_LEAD_MS;
+      if (!force && wait > SLOT_MAX_WAIT_MS) return;
+      slotPending = false;
+      await setModelDelay(modelUrl, 0);
+      progress(`  peers slot: the next minute is ${((wait + SLOT_LEAD_MS) / 1000).toFixed(0)} s away`);
+      const r: SlotResult = await slotToStart(systems, modelUrl, {
+        count: SLOT_TASKS,
+        round: 1,
+        deadlineMs: 40_000,
+        serviceMarkers,
+      });
+      for (const s of systems)
+        await s.clearSchedules?.().catch((e) => progress(`peers: schedules of ${s.name}: ${String(e)}`));
+      for (const [name, lags] of r) {
+        for (const l of lags) push(results.slots, name, l);
+        const sorted = [...lags].sort((a, b) => a - b);
+        progress(
+          `  peers ${name} slot: median ${sorted[SLOT_TASKS / 2]?.toFixed(0)} ms, max ${sorted.at(-1)?.toFixed(0)} ms`,
+        );
+      }
+    };
+    await maybeSlot(false);
 
     for (let round = 1; round <= sizes.rounds; round++) {
       // One worker process per system and concurrency: the light measures (concurrency 8) and
       // the runs/s rows of that concurrency, the model's delay switched between them.
       for (const concurrency of [8, 32]) {
-        const rows = wants('throughput') ? sizes.rows.filter((r) => r.concurrency === concurrency) : [];
+        const rows = wants('throughput')
+          ? sizes.rows.filter((r) => r.concurrency === concurrency && round <= r.rounds)
+          : [];
         const light = concurrency === 8 && wants('light');
         if (!rows.length && !light) continue;
         for (const row of rows) {
@@ -112,16 +137,43 @@ export async function benchPeers(options: PartOptions): Promise<PartResult> {
         for (const s of systems) {
           await setModelDelay(modelUrl, 0);
           const own = new Set(await s.backendPids());
-          const child = await s.start({ concurrency, modelUrl });
+          // The service's idle RSS is also read for the roles a worker process has, beside
+          // `npm start`'s default (all roles): processes of their own on the same database,
+          // started with the measured one, read at the same moment, stopped before any work.
+          const idleRoles = light && s.name === 'service' ? SERVICE_IDLE_ROLES : [];
+          const [child, ...idleChildren] = await Promise.all([
+            s.start({ concurrency, modelUrl }),
+            ...idleRoles.map((roles) => s.start({ concurrency, modelUrl, roles })),
+          ]);
+          if (!child) throw new Error(`${s.name}: no worker process`);
           try {
             if (light) {
-              const r = await lightLoad(s, child, modelUrl, { ...sizes, round });
+              const r = await lightLoad(s, child, modelUrl, {
+                ...sizes,
+                round,
+                queued: round <= sizes.queuedRounds ? sizes.queued : 0,
+                // Read with the main process's, after the same 2 s.
+                onIdle: async () => {
+                  for (const [i, c] of idleChildren.entries()) {
+                    const roles = idleRoles[i] ?? '';
+                    push(results.serviceIdleRss, roles, processMemory(c.pid)?.rss ?? Number.NaN);
+                    await c.stop();
+                  }
+                },
+              });
               for (const l of r.latencies) push(results.latencies, s.name, l);
               push(results.idleRss, s.name, r.idleRssBytes);
-              push(results.queuedRss, s.name, r.queuedRssBytes);
+              if (round <= sizes.queuedRounds) push(results.queuedRss, s.name, r.queuedRssBytes);
               const sorted = r.latencies.filter(Number.isFinite).sort((a, b) => a - b);
               progress(
-                `  peers ${s.name} round ${round}: enqueue→start median ${sorted[Math.floor(sorted.length / 2)]?.toFixed(1)} ms, idle RSS ${(r.idleRssBytes / 2 ** 20).toFixed(0)} MB, ${sizes.queued} queued ${(r.queuedRssBytes / 2 ** 20).toFixed(0)} MB`,
+                `  peers ${s.name} round ${round}: enqueue→start median ${sorted[Math.floor(sorted.length / 2)]?.toFixed(1)} ms, idle RSS ${(r.idleRssBytes / 2 ** 20).toFixed(0)} MB${idleRoles
+                  .map(
+                    (roles) =>
+                      ` (SVC_ROLE=${roles} ${((results.serviceIdleRss.get(roles)?.at(-1) ?? Number.NaN) / 2 ** 20).toFixed(0)} MB)`,
+                  )
+                  .join(
+                    '',
+                  )}${round <= sizes.queuedRounds ? `, ${sizes.queued} queued ${(r.queuedRssBytes / 2 ** 20).toFixed(0)} MB` : ''}`,
               );
             }
             if (!light) {
@@ -138,28 +190,13 @@ export async function benchPeers(options: PartOptions): Promise<PartResult> {
               );
             }
           } finally {
-            await child.stop();
+            await Promise.all([child, ...idleChildren].map((c) => c.stop()));
           }
-        }
-      }
-      await setModelDelay(modelUrl, 0);
-      if (wants('slot')) {
-        progress(`  peers slot round ${round}: waiting for the next minute`);
-        const r: SlotResult = await slotToStart(systems, modelUrl, {
-          count: SLOT_TASKS,
-          round,
-          deadlineMs: 40_000,
-          serviceMarkers,
-        });
-        for (const [name, lags] of r) {
-          for (const l of lags) push(results.slots, name, l);
-          const sorted = [...lags].sort((a, b) => a - b);
-          progress(
-            `  peers ${name} slot round ${round}: median ${sorted[SLOT_TASKS / 2]?.toFixed(0)} ms, max ${sorted.at(-1)?.toFixed(0)} ms`,
-          );
+          await maybeSlot(false);
         }
       }
     }
+    await maybeSlot(true);
     return peersMarkdown(
       results,
       systems.map((s) => s.name),

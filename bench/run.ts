@@ -1,9 +1,12 @@
 // `npm run bench`: measures the API, the scheduler and the run engine against baselines measured
 // in the same run, on PGlite and (when reachable) PostgreSQL, and writes docs/benchmarks.md.
 //
-//   node bench/run.ts             full: 3 rounds per measurement
-//   node bench/run.ts --quick     1 round, shorter loads
+//   node bench/run.ts             full: api, scheduler, engine and peers, 2-3 rounds per measurement
+//   node bench/run.ts --quick     1 round, shorter loads, PostgreSQL only when it is reachable
 //   node bench/run.ts --only=api,engine,scheduler,durability,peers   some parts only (the report says so)
+//
+// Sizes and each part's time budget: bench/sizes.ts. A part that overran its budget is named in
+// the progress output and in the report's notes.
 //   node bench/run.ts --profile [--only=…]  service children under --cpu-prof; prints where
 //                                 their CPU time went and writes no report (numbers are skewed)
 //
@@ -21,23 +24,33 @@ import { fmt, progress, START_NODE_ARGS, table } from './baselines.ts';
 import { benchDurability } from './durability.ts';
 import { benchEngine } from './engine.ts';
 import { benchPeers } from './peers.ts';
+import {
+  apiSizes,
+  BUDGET_SECONDS,
+  backendsOf,
+  DEFAULT_PARTS,
+  PARTS,
+  type Part,
+  schedulerSizes,
+} from './sizes.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const REPORT = join(ROOT, 'docs', 'benchmarks.md');
 const DEFAULT_POSTGRES = 'postgres://postgres@127.0.0.1:5432/postgres';
-const PARTS = ['api', 'scheduler', 'engine', 'durability', 'peers'] as const;
-type Part = (typeof PARTS)[number];
 
 interface SchedulerModule {
   benchScheduler?: (options: { quick: boolean; postgresUrl: string | undefined }) => Promise<PartResult>;
 }
+
+const PARTS_BUDGET = (mode: 'quick' | 'full') =>
+  `${DEFAULT_PARTS.map((p) => `${p} ${BUDGET_SECONDS[mode][p]} s`).join(', ')}, ${BUDGET_SECONDS[mode].total} s in all`;
 
 function args() {
   const argv = process.argv.slice(2);
   const only = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
   const parts = only
     ? (only.split(',').filter((p) => (PARTS as readonly string[]).includes(p)) as Part[])
-    : [...PARTS];
+    : [...DEFAULT_PARTS];
   return {
     quick: argv.includes('--quick'),
     profile: argv.includes('--profile'),
@@ -387,6 +400,11 @@ async function main(): Promise<void> {
   const summary: Record<string, number> = {};
   const info: Record<string, string> = {};
   const timings: string[] = [];
+  const budgets = BUDGET_SECONDS[quick ? 'quick' : 'full'];
+  /** Parts (and the whole run) that took longer than their budget. */
+  const overruns: string[] = [];
+  const overrunText = (what: string, took: number, budget: number) =>
+    `the ${what} took ${took.toFixed(0)} s, over its budget of ${budget} s for a ${quick ? 'quick' : 'full'} run (bench/sizes.ts; load average ${loadavg()})`;
   for (const part of parts) {
     const t0 = Date.now();
     progress(`part ${part}`);
@@ -424,10 +442,20 @@ async function main(): Promise<void> {
       );
       process.exitCode = 1;
     }
-    timings.push(`${part} ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+    const took = (Date.now() - t0) / 1000;
+    const budget = budgets[part];
+    timings.push(`${part} ${took.toFixed(0)} s of ${budget}`);
+    if (took > budget) {
+      overruns.push(overrunText(`${part} part`, took, budget));
+      progress(`WARNING: ${overrunText(`${part} part`, took, budget)}`);
+    }
   }
   const seconds = (Date.now() - startedAt.getTime()) / 1000;
-  progress(`done in ${seconds.toFixed(0)} s (${timings.join(', ')})`);
+  if (!partial && seconds > budgets.total) {
+    overruns.push(overrunText('whole run', seconds, budgets.total));
+    progress(`WARNING: ${overrunText('whole run', seconds, budgets.total)}`);
+  }
+  progress(`done in ${seconds.toFixed(0)} s (${timings.join(', ')}; budgets in s, bench/sizes.ts)`);
 
   if (profileDir) {
     for (const file of profileFiles(profileDir)) process.stdout.write(`\n${summarizeProfile(file)}\n`);
@@ -435,8 +463,11 @@ async function main(): Promise<void> {
     return;
   }
 
-  const backends = postgresUrl ? ['pglite', 'postgres'] : ['pglite'];
-  const pgliteInner = info['pglite.serverVersion'] ?? (await pglitePostgresVersion());
+  const backends = backendsOf(quick, postgresUrl);
+  // Opening PGlite for its version takes seconds: only when it was measured (or asked for).
+  const pgliteInner = backends.includes('pglite')
+    ? (info['pglite.serverVersion'] ?? (await pglitePostgresVersion()))
+    : undefined;
   const m = machine();
   const commit = git('rev-parse', '--short', 'HEAD');
   const dirty = git('status', '--porcelain').length > 0;
@@ -444,6 +475,11 @@ async function main(): Promise<void> {
     notes.push(`PostgreSQL was not reachable at \`${redacted}\`: only PGlite was measured.`);
   }
   if (partial) notes.push(`Only these parts were run: ${parts.join(', ')}.`);
+  for (const o of overruns) notes.push(`**Over budget:** ${o}.`);
+  if (quick && postgresUrl)
+    notes.push(
+      'A quick run measures PostgreSQL only (PGlite in full runs) and leaves out what has no goal or needs a minute boundary (bench/sizes.ts).',
+    );
   const busy = Math.max(...[loadBefore, loadavg()].map((l) => Number(l.split(' / ')[0])));
   if (busy > m.cores) {
     notes.push(
@@ -453,7 +489,7 @@ async function main(): Promise<void> {
   const report = [
     '# Benchmarks',
     '',
-    `Written by \`npm run bench${quick ? ' -- --quick' : ''}\` (\`bench/run.ts\`) on ${startedAt.toISOString()} in ${seconds.toFixed(0)} s (${timings.join(', ')}). Mode: **${quick ? 'quick' : 'full'}** (${quick ? '1 round per measurement, short loads' : '3 rounds per measurement'}). All numbers are medians over the rounds; every comparison is with a baseline measured in the same run, on the same machine, in the same way.`,
+    `Written by \`npm run bench${quick ? ' -- --quick' : ''}\` (\`bench/run.ts\`) on ${startedAt.toISOString()} in ${seconds.toFixed(0)} s (${timings.join(', ')}; each part's budget in s, \`bench/sizes.ts\`; ${budgets.total} s for the whole run). Mode: **${quick ? 'quick' : 'full'}** (${quick ? '1 round per measurement, short loads, PostgreSQL only when reachable' : '2–3 rounds per measurement, both backends'}). All numbers are medians over the rounds; every comparison is with a baseline measured in the same run, on the same machine, in the same way.`,
     '',
     '## Machine and versions',
     '',
@@ -468,7 +504,7 @@ async function main(): Promise<void> {
         ['PostgreSQL server', pgVersion ? `${pgVersion} (${redacted})` : 'not reachable'],
         [
           'PGlite',
-          `${packageVersion('@electric-sql/pglite')} (PostgreSQL ${pgliteInner} compiled to WebAssembly)`,
+          `${packageVersion('@electric-sql/pglite')} (${pgliteInner ? `PostgreSQL ${pgliteInner} compiled to WebAssembly` : 'not measured in this run'})`,
         ],
         [
           'fastify / pg / autocannon',
@@ -485,24 +521,26 @@ async function main(): Promise<void> {
     '## How to rerun',
     '',
     '```sh',
-    'npm run bench              # full: 3 rounds per measurement',
-    'npm run bench -- --quick   # 1 round, shorter loads',
+    'npm run bench              # full: api, scheduler, engine, peers; 2-3 rounds per measurement, both backends',
+    'npm run bench -- --quick   # 1 round, shorter loads, PostgreSQL only when reachable',
     'npm run bench -- --only=api,engine          # some parts only',
     'npm run bench -- --profile --only=engine    # service processes under --cpu-prof; prints where the time went, writes no report',
     'BENCH_API_TARGETS=list,create npm run bench -- --only=api   # some API targets only (get, list, create, createOrgs)',
     'BENCH_ENGINE_ROWS=none npm run bench -- --only=engine      # the memory measurement alone (or rows: instant-c4, 100ms-c4, 100ms-c32)',
-    'npm run bench -- --only=durability --quick   # the embedded database with fsync on and off',
+    'npm run bench -- --only=durability --quick   # the embedded database with fsync on and off (not in a run without --only)',
     'npm run bench -- --only=peers               # the service beside Graphile Worker, pg-boss and BullMQ',
     'BENCH_PEERS_MEASURES=light,throughput,slot npm run bench -- --only=peers   # some peers measures only',
+    "BENCH_NODE_ARGS='--max-semi-space-size=16' npm run bench -- --only=api   # the service under other node options than npm start's",
     '```',
     '',
     `PostgreSQL is taken from \`BENCH_DATABASE_URL\` (default \`${DEFAULT_POSTGRES}\`); each part creates a fresh database there and drops it afterwards. Without a reachable server only PGlite is measured and this page says so. The peers part takes Redis (for BullMQ) from \`BENCH_REDIS_URL\` (default \`redis://127.0.0.1:6379\`) and leaves BullMQ out when it does not answer.`,
     '',
     '## Method',
     '',
-    `- Every server measured runs in a child process of its own: the service as \`${['node', ...START_NODE_ARGS, 'src/main.ts'].join(' ')}\` (what \`npm start\` runs) with its role set by \`SVC_ROLE\`, the baselines as \`node bench/baselines.ts …\`, the model stand-in likewise. The load generators (autocannon, \`fetch\`) run in the bench process, so client and server never share an event loop.`,
+    `- Every server measured runs in a child process of its own: the service as \`${['node', ...START_NODE_ARGS, 'src/main.ts'].join(' ')}\` (${process.env.BENCH_NODE_ARGS === undefined ? 'what `npm start` runs' : 'node options from BENCH_NODE_ARGS, not those of `npm start`'}) with its role set by \`SVC_ROLE\`, the baselines as \`node bench/baselines.ts …\`, the model stand-in likewise. The load generators (autocannon, \`fetch\`) run in the bench process, so client and server never share an event loop.`,
     `- This machine has ${m.cores} cores, shared by the load generator, the server under test and, on PostgreSQL, the database server. Absolute numbers are therefore modest; the targets are ratios to baselines that face the same constraint in the same run. A busy machine (see the load average above) lowers every number and widens the spread between rounds.`,
     "- Each part starts a fresh service per backend. PGlite uses a data directory on disk (the service's default, `./data`, is one), created in the temp directory.",
+    `- **Sizes and time budgets** (\`bench/sizes.ts\`, one place). A full run must finish in under 10 minutes and a quick one in under 2 on an idle 2-core machine, so each part has a budget (full: ${PARTS_BUDGET('full')}; quick: ${PARTS_BUDGET('quick')}), and a part that takes longer is named in the notes above with the load average. The sizes are what fits while keeping each figure meaningful: API rounds of ${apiSizes(false).duration} s carry thousands of requests each (a stable p99), three rounds give the median; an engine or peers row spans 20 or more waves of the worker's concurrency, so its start and last wave are a few percent of it; the 100 ms rows, paced by the model's wait, take one round; a 10,000-task burst is followed for ${schedulerSizes(false).burstDeadlineMs / 1000} s, long after its runs all exist (the target), and its runs/s is what completed by then; the slot measure waits for a minute boundary once per run, placed when one is near. Quick runs measure PostgreSQL only (PGlite in full runs), one round, and leave out what has no goal or needs a minute (the informational API targets, the 100 ms peers rows, the peers' RSS with jobs queued, slot → start, BullMQ, PGlite's claim cycle, the 3-process burst).`,
     '',
     '## Targets',
     '',

@@ -7,7 +7,7 @@ import type { Db } from '../src/db/db.ts';
 import { databaseClock } from '../src/db/sql/time.ts';
 import { createOrganization } from '../src/domain/organizations.ts';
 import { SecretBox } from '../src/lib/secret-box.ts';
-import { createDatabase as createPostgresDatabase, START_NODE_ARGS } from './baselines.ts';
+import { childEnv, createDatabase as createPostgresDatabase, START_NODE_ARGS } from './baselines.ts';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const MODEL_SERVER = fileURLToPath(new URL('./scheduler-model-server.ts', import.meta.url));
@@ -62,7 +62,7 @@ function startChild(
   timeoutMs = 30_000,
 ): Promise<{ proc: Child; match: RegExpExecArray }> {
   const child = spawn(process.execPath, args, {
-    env: { PATH: process.env.PATH ?? '', ...env },
+    env: childEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let tail = '';

@@ -20,6 +20,7 @@ import {
 } from './scheduler-burst.ts';
 import { type ClaimCycleResult, measureClaimCycle } from './scheduler-claim.ts';
 import { createDatabase, fmt, median, postgresReachable, startModelServer } from './scheduler-pg.ts';
+import { schedulerSizes } from './sizes.ts';
 
 export interface SchedulerBenchOptions {
   quick: boolean;
@@ -40,36 +41,8 @@ interface Plan {
 
 function planFor(quick: boolean): Plan {
   const envRounds = Number(process.env.BENCH_SCHEDULER_ROUNDS);
-  return quick
-    ? {
-        burstTasks: 1_000,
-        organizations: 100,
-        configs: [
-          { processes: 1, concurrency: undefined },
-          { processes: 3, concurrency: undefined },
-        ],
-        burstRounds: envRounds > 0 ? envRounds : 1,
-        burstDeadlineMs: 20_000,
-        claimTotalsPg: [10_000, 100_000],
-        claimTotalsPglite: [10_000],
-        claimTicks: 3,
-        due: 100,
-      }
-    : {
-        burstTasks: 10_000,
-        organizations: 200,
-        configs: [
-          { processes: 1, concurrency: undefined },
-          { processes: 3, concurrency: undefined },
-          { processes: 1, concurrency: undefined, schedulerOnly: true },
-        ],
-        burstRounds: envRounds > 0 ? envRounds : 1,
-        burstDeadlineMs: 55_000,
-        claimTotalsPg: [10_000, 1_000_000],
-        claimTotalsPglite: [10_000, 100_000],
-        claimTicks: 9,
-        due: 100,
-      };
+  const sizes = schedulerSizes(quick);
+  return { ...sizes, burstRounds: envRounds > 0 ? envRounds : sizes.burstRounds };
 }
 
 /** A progress line on stderr (the markdown goes to stdout). */
@@ -138,7 +111,7 @@ export async function benchScheduler(
     '',
     ...(pgUrl
       ? [
-          `- **Tasks due at one slot** (PostgreSQL): per configuration a fresh database and real service processes (as \`npm start\` runs them, \`SVC_ROLE=scheduler,worker\`, otherwise defaults: \`SVC_ORG_CONCURRENCY\` 2, info logs to a pipe), an instant model server in its own process. Daily tasks are inserted by one SQL statement over ${plan.organizations} paid-plan organizations (no run limit, at most ${Math.ceil(plan.burstTasks / plan.organizations) + LIGHT_SLOTS} tasks each, within the plan's task limit), \`next_run_at\` = a slot on a whole second about 2 s ahead (not a whole minute, so a round does not wait for one; the claimer does a daily task's work either way). First a light phase, then the burst of ${fmt(plan.burstTasks)} tasks${options.quick ? ' (quick mode: 1,000 instead of 10,000)' : ''}. "All created" = every run visible (polled every 50 ms); start lag = \`started_at - slot_at\` per run (nearest rank, a run not started counts as infinitely late); "all started/completed" = the last \`started_at\`/\`completed_at\`; runs/s = runs completed per second from the slot to the last completion (or to the end of following). Following stops ${fmt(D / 1000)} s after the slot ("> ${fmt(D / 1000)} s"). ${plan.burstRounds} round${plan.burstRounds > 1 ? 's (medians)' : ''} per configuration (BENCH_SCHEDULER_ROUNDS): a 10,000-task round takes over a minute here.`,
+          `- **Tasks due at one slot** (PostgreSQL): per configuration a fresh database and real service processes (as \`npm start\` runs them, \`SVC_ROLE=scheduler,worker\`, otherwise defaults: \`SVC_ORG_CONCURRENCY\` 2, info logs to a pipe), an instant model server in its own process. Daily tasks are inserted by one SQL statement over ${plan.organizations} paid-plan organizations (no run limit, at most ${Math.ceil(plan.burstTasks / plan.organizations) + LIGHT_SLOTS} tasks each, within the plan's task limit), \`next_run_at\` = a slot on a whole second about 2 s ahead (not a whole minute, so a round does not wait for one; the claimer does a daily task's work either way). First a light phase, then the burst of ${fmt(plan.burstTasks)} tasks${options.quick ? ' (quick mode: 1,000 instead of 10,000)' : ''}. "All created" = every run visible (polled every 50 ms); start lag = \`started_at - slot_at\` per run (nearest rank, a run not started counts as infinitely late); "all started/completed" = the last \`started_at\`/\`completed_at\`; runs/s = runs completed per second from the slot to the last completion (or to the end of following). Following stops ${fmt(D / 1000)} s after the slot ("> ${fmt(D / 1000)} s"). ${plan.burstRounds} round${plan.burstRounds > 1 ? 's (medians)' : ''} per configuration (BENCH_SCHEDULER_ROUNDS). Workers drain a burst at a few hundred runs/s, so a 10,000-run burst is not followed to its last run: runs/s is what completed from the slot to the end of following (sizes and deadlines in bench/sizes.ts).`,
         ]
       : []),
     `- **Claim cycle**: the service's Deps in-process (\`startService(config, { listen: false, startLoops: false })\`, logs produced and dropped); tasks inserted by \`generate_series\`, ${plan.due} of them due; \`DueTaskClaimer.tick()\` timed over ${plan.claimTicks} ticks after a warm-up (median), the created runs deleted and the same tasks made due again between ticks.`,

@@ -1,11 +1,13 @@
 /**
  * Reads the environment against EnvSchema: each variable's text is turned into its type (a
- * whole number, a boolean, a URL) and the result is validated by TypeBox. The first problem
- * becomes a ConfigError whose one line names the variable, the way the service reports it at
- * start.
+ * whole number, a boolean, a URL) and the result is validated against the schema by Ajv (the
+ * validator every process has loaded already: lib/ajv.ts; TypeBox's own checker, typebox/value,
+ * would add some 300 modules to every process for this one check). The first problem becomes a
+ * ConfigError whose one line names the variable, the way the service reports it at start.
  */
+import type { ValidateFunction } from 'ajv';
 import type { TSchema } from 'typebox';
-import Value from 'typebox/value';
+import { newAjv } from '../lib/ajv.ts';
 import { type Env, EnvSchema } from './schema.ts';
 
 export class ConfigError extends Error {
@@ -61,7 +63,7 @@ function decode(name: string, schema: VariableSchema, env: RawEnv): unknown {
   return raw;
 }
 
-/** The words for a value TypeBox refused, in the form the service has always used. */
+/** The words for a value the schema refused, in the form the service has always used. */
 function problem(
   schema: VariableSchema,
   keyword: string,
@@ -81,6 +83,9 @@ function problem(
   }
 }
 
+/** EnvSchema's checker, compiled at the first read (tests read the environment many times). */
+let checkEnv: ValidateFunction | undefined;
+
 /** Parses and validates every variable of EnvSchema; throws the first problem as a ConfigError. */
 export function readEnv(env: RawEnv): Env {
   const values: Record<string, unknown> = {};
@@ -89,7 +94,8 @@ export function readEnv(env: RawEnv): Env {
     const value = decode(name, schema as VariableSchema, env);
     if (value !== undefined) values[name] = value;
   }
-  const [error] = Value.Errors(EnvSchema, values);
+  checkEnv ??= newAjv('json').compile(EnvSchema);
+  const error = checkEnv(values) ? undefined : checkEnv.errors?.[0];
   if (error) {
     const name = error.instancePath.slice(1);
     const schema = (properties[name] ?? {}) as VariableSchema;

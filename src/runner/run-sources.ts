@@ -7,7 +7,6 @@ import type { Deps } from '../domain/deps.ts';
 import { openSourceSecrets } from '../domain/sources.ts';
 import { outboundFetch } from '../lib/outbound.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
-import { oauthAccessToken } from './source-oauth.ts';
 import { type LostSignIn, signedInFetch } from './source-oauth-fetch.ts';
 import { startsProcess, withStdioSlot } from './stdio-slots.ts';
 import { Toolbox } from './toolbox.ts';
@@ -47,10 +46,11 @@ export async function connectStoredSource(
   }
   // An oauth source's access token comes from its sign-in (refreshed when near its end); every
   // request of the connection, at connect time and after, goes through signedInFetch, where a
-  // 401 gets one refresh and one more try.
+  // 401 gets one refresh and one more try. The OAuth client (the MCP SDK's, and zod, which it
+  // brings) is loaded by the first run with such a source: a worker without one never holds it.
   const oauth =
     source.auth_type === 'oauth' && sendsAuth(source)
-      ? await oauthAccessToken(deps, source, {
+      ? await (await import('./source-oauth.ts')).oauthAccessToken(deps, source, {
           hasOwnToken: secrets.credentials.token !== undefined,
           ...(taskId !== undefined && { taskId }),
         })

@@ -1,0 +1,179 @@
+// Every size of `npm run bench` in one place, with each part's time budget: how many rounds,
+// how long a load, how many units, and on which backends a part runs. bench/run.ts warns in the
+// report when a part takes longer than its budget, so a size raised here shows its cost at once.
+//
+// Budgets are for an idle 2-core machine: a full run in at most 9 minutes and a quick one in
+// at most 110 s (the acceptance of `npm run bench`: under 10 minutes and 2 minutes). A busy
+// machine stretches the parts that wait for work to be done (scheduler, engine, peers) more than
+// the API's, whose loads last a fixed time, so an overrun is reported with the load average
+// beside it. Measured on this machine while three other benches and test suites ran
+// (2026-11-26): quick 97 s at load 3.4-6.6 (api 27, scheduler 22, engine 13, peers 35); full
+// 762 s at load 8-19 (api 240, scheduler 118, engine 178, peers 227, before the API's pause
+// between loads went from 0.5 to 0.25 s). On an idle machine a full run is estimated, not
+// measured, at about 500 s: the API's loads, pauses and set-up about 180 s whatever the load,
+// the others about half as long as on the busy machine (the 2026-11-23 full run, at load 1.5,
+// took 110 s for the scheduler and 116 s for the engine with longer bursts and more rounds).
+
+export const PARTS = ['api', 'scheduler', 'engine', 'durability', 'peers'] as const;
+export type Part = (typeof PARTS)[number];
+
+/**
+ * The parts of a run without --only. The durability part measures one setting of the embedded
+ * database (fsync on and off, docs/operations.md) and is run on its own when that is in question.
+ */
+export const DEFAULT_PARTS: readonly Part[] = ['api', 'scheduler', 'engine', 'peers'];
+
+/** Seconds each part may take on an idle 2-core machine, and the whole run. */
+export const BUDGET_SECONDS: Record<'quick' | 'full', Record<Part | 'total', number>> = {
+  quick: { api: 28, scheduler: 22, engine: 16, peers: 38, durability: 60, total: 110 },
+  full: { api: 180, scheduler: 85, engine: 105, peers: 160, durability: 240, total: 540 },
+};
+
+type Backend = 'pglite' | 'postgres';
+
+/**
+ * The backends a part measures. Quick runs measure PostgreSQL only when it is reachable (the
+ * targets are set for it, and PGlite's start-ups and single-connection writes would take most of
+ * a quick run's two minutes); full runs measure both.
+ */
+export function backendsOf(quick: boolean, postgresUrl: string | undefined): Backend[] {
+  if (!postgresUrl) return ['pglite'];
+  return quick ? ['postgres'] : ['pglite', 'postgres'];
+}
+
+/**
+ * The API part (bench/api.ts): autocannon with 50 connections for `duration` s per target and
+ * round. Each round of 3 s carries 3,000–20,000 requests here, enough for a stable p99 (the
+ * 30th–200th slowest); three rounds give a median that one busy moment does not move. The
+ * informational targets (the hello-world route, the unbatched create floor: no goal is judged
+ * against them) take one round in full runs and none in quick runs.
+ */
+export function apiSizes(quick: boolean) {
+  return quick
+    ? { rounds: 1, duration: 2, warmup: 0.25, settle: 0.25, informationalRounds: 0 }
+    : { rounds: 3, duration: 3, warmup: 0.5, settle: 0.25, informationalRounds: 1 };
+}
+export const API_INFORMATIONAL = ['hello', 'floorCreate'];
+
+/**
+ * The scheduler part (bench/scheduler.ts). The burst is the target's size (10,000 tasks due at
+ * one slot; 1,000 in quick runs). Following a burst stops `burstDeadlineMs` after the slot: the
+ * runs are all created within about a second, and what the workers then do for half a minute
+ * (drain 10,000 runs at 300–400 runs/s) is measured by its rate over the time followed, not by
+ * waiting for the last run. The claim cycle compares two table sizes 100× apart on PostgreSQL
+ * (10× on PGlite, whose inserts are slower), each over `claimTicks` ticks (median).
+ */
+export function schedulerSizes(quick: boolean) {
+  return quick
+    ? {
+        burstTasks: 1_000,
+        organizations: 100,
+        configs: [{ processes: 1, concurrency: undefined }],
+        burstRounds: 1,
+        burstDeadlineMs: 10_000,
+        claimTotalsPg: [10_000, 100_000],
+        // PGlite's claim cycle in full runs only (two sizes when PostgreSQL is not reachable).
+        claimTotalsPglite: [] as number[],
+        claimTicks: 3,
+        due: 100,
+      }
+    : {
+        burstTasks: 10_000,
+        organizations: 200,
+        configs: [
+          { processes: 1, concurrency: undefined },
+          { processes: 3, concurrency: undefined },
+          { processes: 1, concurrency: undefined, schedulerOnly: true },
+        ],
+        burstRounds: 1,
+        burstDeadlineMs: 12_000,
+        claimTotalsPg: [10_000, 1_000_000],
+        claimTotalsPglite: [10_000, 100_000],
+        claimTicks: 9,
+        due: 100,
+      };
+}
+
+/**
+ * The run engine part (bench/engine.ts): backlogs drained by a fresh worker process per row and
+ * round. A row's runs span 20 or more waves of the worker's concurrency, so its start and its
+ * last wave are a few percent of the span. PGlite's rows are for information (the engine's
+ * goals are set for PostgreSQL) and each costs two start-ups of the embedded database, so they
+ * take fewer rounds.
+ */
+export function engineSizes(quick: boolean) {
+  return {
+    rounds: quick ? 1 : 3,
+    pgliteRounds: quick ? 1 : 2,
+    /** RSS of an idle worker, full runs only (the peers part measures it in every run). */
+    idleRss: !quick,
+    rows: quick
+      ? [
+          { key: 'instant-c4', delayMs: 0, concurrency: 4, orgConcurrency: undefined, runs: 100 },
+          { key: '100ms-c4', delayMs: 100, concurrency: 4, orgConcurrency: undefined, runs: 60 },
+        ]
+      : [
+          { key: 'instant-c4', delayMs: 0, concurrency: 4, orgConcurrency: undefined, runs: 200 },
+          { key: '100ms-c4', delayMs: 100, concurrency: 4, orgConcurrency: undefined, runs: 160 },
+          { key: '100ms-c32', delayMs: 100, concurrency: 32, orgConcurrency: 32, runs: 256 },
+        ],
+  };
+}
+
+/** The durability part (bench/durability.ts, PGlite only; not in a run without --only). */
+export function durabilitySizes(quick: boolean) {
+  return { rounds: quick ? 1 : 3, commits: quick ? 1000 : 5000, tasks: quick ? 200 : 1000 };
+}
+
+interface PeerRow {
+  key: string;
+  delayMs: number;
+  concurrency: number;
+  units: number;
+  /** Rounds this row is measured in (the first ones). */
+  rounds: number;
+}
+
+/**
+ * The peers part (bench/peers.ts). Latencies are pooled over the rounds (`probes` per round
+ * and system); runs/s and CPU per run are medians of the rounds. An instant-model row of 1,000
+ * units is 125 waves at concurrency 8 and 31 at 32; a 100 ms row is 30 waves at 8 and 20 at 32,
+ * where the model's wait, not the machine, sets the pace, so one round tells as much as two.
+ * The slot measure needs a minute boundary (the peers' schedulers know only minutes): it is
+ * taken once, between two systems' measures when a boundary is near (bench/peers.ts). Quick
+ * runs leave out what has no goal or needs a minute: the 100 ms rows, the RSS with jobs queued,
+ * slot → start, and BullMQ (on Redis, for reference only).
+ */
+export function peerSizes(quick: boolean) {
+  return quick
+    ? {
+        rounds: 1,
+        probes: 15,
+        gapMs: 100,
+        queued: 1000,
+        /** Rounds in which the RSS with `queued` jobs is sampled (reported, no goal). */
+        queuedRounds: 0,
+        slot: false,
+        bullmq: false,
+        rows: [
+          { key: 'instant-c8', delayMs: 0, concurrency: 8, units: 500, rounds: 1 },
+          { key: 'instant-c32', delayMs: 0, concurrency: 32, units: 500, rounds: 1 },
+        ] satisfies PeerRow[],
+      }
+    : {
+        rounds: 2,
+        probes: 20,
+        gapMs: 100,
+        queued: 1000,
+        queuedRounds: 1,
+        slot: true,
+        bullmq: true,
+        rows: [
+          { key: 'instant-c8', delayMs: 0, concurrency: 8, units: 1000, rounds: 2 },
+          { key: 'instant-c32', delayMs: 0, concurrency: 32, units: 1000, rounds: 2 },
+          { key: '100ms-c8', delayMs: 100, concurrency: 8, units: 240, rounds: 1 },
+          { key: '100ms-c32', delayMs: 100, concurrency: 32, units: 640, rounds: 1 },
+        ] satisfies PeerRow[],
+      };
+}
+export type PeerSizes = ReturnType<typeof peerSizes>;
