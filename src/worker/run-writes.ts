@@ -29,10 +29,14 @@ interface EndWrite {
 
 type Write = UsageWrite | EndWrite;
 
-/** Transactions of run writes in flight at once, at most: the rest of the pool stays for claims. */
+/** Statements or transactions of run writes in flight at once, by default. */
 const MAX_IN_FLIGHT = 2;
-/** Writes per transaction, at most: its locks are held until it commits. */
-const MAX_BATCH = 64;
+/**
+ * Writes per batch, at most. A batch's ends are recorded one statement after the other and its
+ * runs count as running (towards SVC_ORG_CONCURRENCY) until it commits, so a long batch delays
+ * the next claims more than its shared commit saves.
+ */
+const MAX_BATCH = 8;
 
 const byId = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 

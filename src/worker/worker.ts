@@ -78,8 +78,13 @@ export class RunWorker {
   #leasesCheckedAt = Number.NEGATIVE_INFINITY;
   /** Aborts the runs here that a cancel ended, told by NOTIFY svc_run_cancel. */
   readonly #cancels: CancelWatch;
-  /** Usage and ends of the runs held here, several per transaction under load. */
-  readonly #writes: RunWriteBatcher;
+  /**
+   * The usage and the ends of the runs held here, several per statement or transaction under
+   * load; apart, so that a usage write, which an execution waits for, never queues behind a
+   * batch of ends.
+   */
+  readonly #usageWrites: RunWriteBatcher;
+  readonly #endWrites: RunWriteBatcher;
   /** Runs whose recorded end already told the other workers of the place it freed. */
   readonly #endsTold = new Set<string>();
 
@@ -114,7 +119,10 @@ export class RunWorker {
       active: () => [...this.#active.keys()],
       abort: (runId) => this.#active.get(runId)?.controller.abort('canceled' satisfies AbortReason),
     });
-    this.#writes = new RunWriteBatcher(deps.db, deps.config.worker.orgConcurrency);
+    this.#usageWrites = new RunWriteBatcher(deps.db, deps.config.worker.orgConcurrency);
+    // More ends in flight than usage writes: a batch of ends is a transaction of several
+    // statements, during which its runs still hold their organization's places.
+    this.#endWrites = new RunWriteBatcher(deps.db, deps.config.worker.orgConcurrency, 4);
   }
 
   /** Leases are renewed three times per lease period, so one late heartbeat loses nothing. */
@@ -363,7 +371,7 @@ export class RunWorker {
     // with the notifications it calls for: svc_deliveries for its queued deliveries, svc_runs
     // for the place it frees.
     const finished = await this.#whileDatabaseReturns(run.id, signal, () =>
-      this.#writes.recordEnd(run, this.id, {
+      this.#endWrites.recordEnd(run, this.id, {
         status,
         // A run failed by a check keeps what the model produced, for its owner to see.
         output: result.ok ? result.output : (result.output ?? null),
@@ -410,7 +418,12 @@ export class RunWorker {
     const { log } = this.#deps;
     const call = { id: newId(), runId: run.id, ...usage };
     try {
-      await this.#whileDatabaseReturns(run.id, signal, () => this.#writes.recordUsage(call), 'a model call');
+      await this.#whileDatabaseReturns(
+        run.id,
+        signal,
+        () => this.#usageWrites.recordUsage(call),
+        'a model call',
+      );
     } catch (err) {
       log.error(
         { err, runId: run.id, callId: call.id, tokensUsed: usage.tokensUsed, costCents: usage.costCents },
