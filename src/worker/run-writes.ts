@@ -78,8 +78,8 @@ export class RunWriteBatcher {
   }
 
   /**
-   * Records the end of a run `workerId` holds (recordRunEndAndQueueDeliveries) and sends, when the
-   * transaction commits, the notifications the end calls for (notifyRunEnds): `svc_deliveries`
+   * Records the end of a run `workerId` holds (recordRunEndAndQueueDeliveries) and sends, once the
+   * transaction has committed, the notifications the end calls for (notifyRunEnds): `svc_deliveries`
    * for queued deliveries and, where other processes share the database, `svc_runs` when the
    * run's organization has runs waiting for the place it freed. Resolves to the finished run, or
    * undefined when the lease was no longer this worker's.
@@ -114,12 +114,20 @@ export class RunWriteBatcher {
     await recordModelCalls(tx, calls);
     const rows: (RunRow | undefined)[] = [];
     for (const e of ends) rows.push(await recordLockedRunEnd(tx, e.run.id, e.workerId, e.result));
+    return rows;
+  }
+
+  /**
+   * The notifications of a batch's ends, in one statement of its own after the commit: a NOTIFY
+   * makes its transaction take a database-wide lock from its commit until the commit is flushed,
+   * so in the batch's transaction it would serialise the commits of every process's writes.
+   */
+  async #notify(ends: EndWrite[], rows: (RunRow | undefined)[]): Promise<void> {
     const deliveries = rows.some((r) => r?.delivery_status === 'pending');
     // Without other processes, the worker that ended the run claims again by itself.
     const organizations = this.#db.backend.shared ? [...new Set(ends.map((e) => e.run.organization_id))] : [];
     if (deliveries || organizations.length)
-      await notifyRunEnds(tx, deliveries, organizations, this.#orgLimit);
-    return rows;
+      await notifyRunEnds(this.#db, deliveries, organizations, this.#orgLimit);
   }
 
   async #send(batch: Write[]): Promise<void> {
@@ -145,6 +153,11 @@ export class RunWriteBatcher {
       }
       for (const w of batch) await this.#send([w]);
       return;
+    }
+    if (ends.length) {
+      // The ends are committed: a notification that could not be sent only delays the work
+      // it announces until the next poll.
+      await this.#notify(ends, ended).catch(() => undefined);
     }
     for (const w of usage) w.resolve();
     ends.forEach((e, i) => {

@@ -263,7 +263,7 @@ export class RunWorker {
    * organization has runs waiting for that place.
    */
   async #runLeft(run: RunRow): Promise<void> {
-    // Sent by the transaction that recorded the run's end (RunWriteBatcher.recordEnd).
+    // Sent once the run's end was committed (RunWriteBatcher.recordEnd).
     const told = this.#endsTold.delete(run.id);
     if (this.#loop.stopping) return;
     this.wake();
@@ -367,8 +367,8 @@ export class RunWorker {
     }
     if (!result) throw new Error('the executor returned no result without being aborted');
     const status = result.ok ? 'completed' : 'failed';
-    // Recorded with the ends and usage of other runs that arrive meanwhile (one commit), and
-    // with the notifications it calls for: svc_deliveries for its queued deliveries, svc_runs
+    // Recorded with the ends of other runs that arrive meanwhile (one commit), then the
+    // notifications it calls for are sent: svc_deliveries for its queued deliveries, svc_runs
     // for the place it frees.
     const finished = await this.#whileDatabaseReturns(run.id, signal, () =>
       this.#endWrites.recordEnd(run, this.id, {

@@ -361,11 +361,10 @@ export async function recordLockedRunEnd(
 }
 
 /**
- * The notifications of runs' ends, sent when the caller's transaction commits (after the
- * changes they announce): `svc_deliveries` when `deliveries` (delivery jobs were queued), and
+ * The notifications of runs' ends, sent once the ends have committed (a statement of its own:
+ * see RunWriteBatcher): `svc_deliveries` when `deliveries` (delivery jobs were queued), and
  * `svc_runs` when one of `organizationIds` has pending runs and a free place under `orgLimit`
- * (what notifyIfClaimable sends after a single end). Counted inside the transaction, the
- * organization's running runs leave out those it ended.
+ * (notifyIfClaimable for several organizations).
  */
 export async function notifyRunEnds(
   tx: Queryable,
@@ -377,9 +376,11 @@ export async function notifyRunEnds(
     `SELECT CASE WHEN $1::boolean THEN pg_notify('svc_deliveries', '') END AS deliveries,
             (SELECT pg_notify('svc_runs', '') WHERE EXISTS (
                SELECT 1 FROM unnest($2::uuid[]) AS o(id)
-                -- LIMIT 1: one index probe per organization (an EXISTS here would be planned
-                -- as a join over every pending run).
-                WHERE (SELECT 1 FROM runs WHERE organization_id = o.id AND status = 'pending' LIMIT 1) IS NOT NULL
+                -- One probe of runs_pending_org_idx per organization (ORDER BY its key, LIMIT 1):
+                -- an EXISTS here is planned as a join over every pending run, and a bare LIMIT
+                -- as a scan of the table.
+                WHERE (SELECT 1 FROM runs WHERE organization_id = o.id AND status = 'pending'
+                        ORDER BY organization_id, created_at, id LIMIT 1) IS NOT NULL
                   AND (SELECT count(*) FROM runs WHERE organization_id = o.id AND status = 'running') < $3
             )) AS runs`,
     [deliveries, organizationIds, orgLimit],
