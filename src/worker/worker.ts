@@ -18,13 +18,14 @@ import {
   requeueRuns,
 } from '../db/sql/run-queue.ts';
 import type { RunRow } from '../db/sql/runs.ts';
-import { copyUsageToRun, recordModelCall, settleDeletedRun } from '../db/sql/usage.ts';
+import { settleDeletedRun } from '../db/sql/usage.ts';
 import type { Deps } from '../domain/deps.ts';
 import { leaseOwnerId, newId } from '../lib/ids.ts';
 import { FirstOfTwo } from '../lib/local-signals.ts';
 import { Loop } from '../lib/loop.ts';
 import type { CallUsage, RunExecutor, RunResult } from '../runner/executor.ts';
 import { CancelWatch } from './cancel-watch.ts';
+import { RunWriteBatcher } from './run-writes.ts';
 
 /** How long a finished run's result is retried while the database is unreachable. */
 const RECORD_RETRY_MS = 10 * 60_000;
@@ -83,6 +84,15 @@ export class RunWorker {
    */
   readonly #wakes = new FirstOfTwo();
   #unsignal: (() => void) | undefined;
+  /**
+   * The usage and the ends of the runs held here, several per statement or transaction under
+   * load; apart, so that a usage write, which an execution waits for, never queues behind a
+   * batch of ends.
+   */
+  readonly #usageWrites: RunWriteBatcher;
+  readonly #endWrites: RunWriteBatcher;
+  /** Runs whose recorded end already told the other workers of the place it freed. */
+  readonly #endsTold = new Set<string>();
 
   constructor(deps: Deps, executor: RunExecutor) {
     this.#deps = deps;
@@ -119,6 +129,10 @@ export class RunWorker {
       active: () => [...this.#active.keys()],
       abort: (runId) => this.#active.get(runId)?.controller.abort('canceled' satisfies AbortReason),
     });
+    this.#usageWrites = new RunWriteBatcher(deps.db, deps.config.worker.orgConcurrency);
+    // More ends in flight than usage writes: a batch of ends is a transaction of several
+    // statements, during which its runs still hold their organization's places.
+    this.#endWrites = new RunWriteBatcher(deps.db, deps.config.worker.orgConcurrency, 4);
   }
 
   /** Leases are renewed three times per lease period, so one late heartbeat loses nothing. */
@@ -269,10 +283,12 @@ export class RunWorker {
    * organization has runs waiting for that place.
    */
   async #runLeft(run: RunRow): Promise<void> {
+    // Sent once the run's end was committed (RunWriteBatcher.recordEnd).
+    const told = this.#endsTold.delete(run.id);
     if (this.#loop.stopping) return;
     this.wake();
     const { db, config, log } = this.#deps;
-    if (!db.backend.shared) return;
+    if (!db.backend.shared || told) return;
     try {
       await notifyIfClaimable(db, run.organization_id, config.worker.orgConcurrency);
     } catch (err) {
@@ -377,17 +393,19 @@ export class RunWorker {
     }
     if (!result) throw new Error('the executor returned no result without being aborted');
     const status = result.ok ? 'completed' : 'failed';
+    // Recorded with the ends of other runs that arrive meanwhile (one commit), then the
+    // notifications it calls for are sent: svc_deliveries for its queued deliveries, svc_runs
+    // for the place it frees.
     const finished = await this.#whileDatabaseReturns(run.id, signal, () =>
-      db.transaction((tx) =>
-        recordRunEndAndQueueDeliveries(tx, run.id, this.id, {
-          status,
-          // A run failed by a check keeps what the model produced, for its owner to see.
-          output: result.ok ? result.output : (result.output ?? null),
-          error: result.ok ? null : result.message,
-          completedAt: clock.statementNow(),
-        }),
-      ),
+      this.#endWrites.recordEnd(run, this.id, {
+        status,
+        // A run failed by a check keeps what the model produced, for its owner to see.
+        output: result.ok ? result.output : (result.output ?? null),
+        error: result.ok ? null : result.message,
+        completedAt: clock.statementNow(),
+      }),
     );
+    this.#endsTold.add(run.id);
     if (!finished) {
       if (await settleDeletedRun(db, run.id, status)) {
         log.info(
@@ -402,8 +420,6 @@ export class RunWorker {
       await this.#reportUsage(context, run.organization_id, recorded.costCents, run.id);
       return;
     }
-    // Its deliveries were queued with it: wake the dispatchers of every process.
-    if (finished.delivery_status === 'pending') await notify(db, 'svc_deliveries');
     await this.#reportUsage(context, finished.organization_id, Number(finished.cost_cents), run.id);
     metrics.runsFinished.inc({ status: finished.status });
     log.info(
@@ -418,17 +434,22 @@ export class RunWorker {
   }
 
   /**
-   * Writes one model call's usage to the ledger (retried while the database is unreachable, under
-   * one id so that it counts once), then brings the run's own figures up to date. It is written
-   * whatever happens to the run meanwhile: the provider has charged for the call. Never rejects;
-   * usage that could not be written is logged with its figures.
+   * Writes one model call's usage to the ledger and brings the run's own figures up to date, in
+   * one statement (retried while the database is unreachable, under one id so that it counts
+   * once; committed with other runs' writes that arrive meanwhile). It is written whatever
+   * happens to the run meanwhile: the provider has charged for the call. Never rejects; usage
+   * that could not be written is logged with its figures.
    */
   async #recordUsage(run: RunRow, usage: CallUsage, signal: AbortSignal): Promise<void> {
-    const { db, log } = this.#deps;
+    const { log } = this.#deps;
     const call = { id: newId(), runId: run.id, ...usage };
     try {
-      await this.#whileDatabaseReturns(run.id, signal, () => recordModelCall(db, call), 'a model call');
-      await copyUsageToRun(db, run.id);
+      await this.#whileDatabaseReturns(
+        run.id,
+        signal,
+        () => this.#usageWrites.recordUsage(call),
+        'a model call',
+      );
     } catch (err) {
       log.error(
         { err, runId: run.id, callId: call.id, tokensUsed: usage.tokensUsed, costCents: usage.costCents },
@@ -479,7 +500,7 @@ export class RunWorker {
    * 10 minutes, or until shutdown gives up on the run): the answer was paid for, and losing it
    * would run the task again. A worker does not recover the leases of runs still in its hands,
    * and the heartbeat renews them once the database is back; a write another worker overtook
-   * is refused by the lease check of recordRunEndAndQueueDeliveries, never recorded twice.
+   * is refused by the lease check of the run's end (recordLockedRunEnd), never recorded twice.
    */
   async #whileDatabaseReturns<T>(
     runId: string,

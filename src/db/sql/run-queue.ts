@@ -151,7 +151,7 @@ const RECORD_RUN_END = `WITH targets AS (
          FROM tasks k WHERE k.id = (SELECT task_id FROM runs WHERE id = $1)
      ), run AS (
        UPDATE runs SET status = $3, output = $4, error = $5,
-              -- Tokens and cost were added to the ledger call by call (recordModelCall, usage.ts).
+              -- Tokens and cost were added to the ledger call by call (recordModelCalls, usage.ts).
               cost_cents = greatest(cost_cents, coalesce((SELECT u.cost_cents FROM usage_ledger u WHERE u.run_id = $1), 0)),
               tokens_used = greatest(tokens_used, coalesce((SELECT u.tokens_used FROM usage_ledger u WHERE u.run_id = $1), 0)),
               completed_at = ${COMPLETED_AT},
@@ -234,6 +234,45 @@ export async function recordRunEndAndQueueDeliveries(
   r: RunResultRow,
 ): Promise<RunRow | undefined> {
   await tx.query(LOCK_RUN_AND_TASK, [runId]);
+  return recordLockedRunEnd(tx, runId, workerId, r);
+}
+
+/**
+ * Locks the rows of several runs, then the rows of the tasks of those of them that are ending
+ * (their ids given by the caller: a run's task never changes), each set in id order, in one
+ * statement. Every transaction that finishes runs takes its runs before their tasks, and a
+ * batch takes each set in one fixed order, so two batches ending runs of the same tasks wait
+ * for each other instead of deadlocking. A run that no longer exists (deleted with its task) is
+ * simply not locked.
+ */
+export async function lockRunsAndTasks(
+  tx: Queryable,
+  runIds: readonly string[],
+  taskIds: readonly string[],
+): Promise<void> {
+  // The tasks' subquery refers to the runs' count, so it is evaluated after every run is
+  // locked; ORDER BY under FOR NO KEY UPDATE locks the rows in that order.
+  await tx.query(
+    `SELECT t.id FROM (
+       SELECT count(*) AS n FROM (SELECT id FROM runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE) r
+     ) a
+     CROSS JOIN LATERAL (
+       SELECT k.id FROM tasks k WHERE k.id = ANY($2::uuid[]) AND a.n >= 0 ORDER BY k.id FOR NO KEY UPDATE
+     ) t`,
+    [runIds, taskIds],
+  );
+}
+
+/**
+ * The statement of recordRunEndAndQueueDeliveries alone, for a caller that has locked the run
+ * and its task (lockRunsAndTasks) in its transaction.
+ */
+export async function recordLockedRunEnd(
+  tx: Queryable,
+  runId: string,
+  workerId: string | null,
+  r: RunResultRow,
+): Promise<RunRow | undefined> {
   const [row] = await tx.query<RunRow>(RECORD_RUN_END, [
     runId,
     workerId,
@@ -243,4 +282,31 @@ export async function recordRunEndAndQueueDeliveries(
     r.completedAt,
   ]);
   return row;
+}
+
+/**
+ * The notifications of runs' ends, sent once the ends have committed (a statement of its own:
+ * see RunWriteBatcher): `svc_deliveries` when `deliveries` (delivery jobs were queued), and
+ * `svc_runs` when one of `organizationIds` has pending runs and a free place under `orgLimit`
+ * (notifyIfClaimable for several organizations).
+ */
+export async function notifyRunEnds(
+  tx: Queryable,
+  deliveries: boolean,
+  organizationIds: readonly string[],
+  orgLimit: number,
+): Promise<void> {
+  await tx.query(
+    `SELECT CASE WHEN $1::boolean THEN pg_notify('svc_deliveries', '') END AS deliveries,
+            (SELECT pg_notify('svc_runs', '') WHERE EXISTS (
+               SELECT 1 FROM unnest($2::uuid[]) AS o(id)
+                -- One probe of runs_pending_org_idx per organization (ORDER BY its key, LIMIT 1):
+                -- an EXISTS here is planned as a join over every pending run, and a bare LIMIT
+                -- as a scan of the table.
+                WHERE (SELECT 1 FROM runs WHERE organization_id = o.id AND status = 'pending'
+                        ORDER BY organization_id, created_at, id LIMIT 1) IS NOT NULL
+                  AND (SELECT count(*) FROM runs WHERE organization_id = o.id AND status = 'running') < $3
+            )) AS runs`,
+    [deliveries, organizationIds, orgLimit],
+  );
 }

@@ -2,7 +2,7 @@ import type { Queryable } from '../db.ts';
 
 /**
  * The usage ledger: one row per run, written with the run (see insertRun). Its tokens and cost
- * grow with each model call as the call is answered (recordModelCall); its status is set when
+ * grow with each model call as the call is answered (recordModelCalls); its status is set when
  * the run ends. It has no foreign key to tasks or runs, so deleting either never lowers usage.
  */
 export interface ModelCallUsage {
@@ -15,44 +15,53 @@ export interface ModelCallUsage {
   costCents: number;
 }
 
-/**
- * Adds one model call's tokens and cost to its run's ledger row, in one statement with the
- * call's own row (whose id makes a repeated write count once). Only the ledger row is locked,
- * so it never waits on a run's row. False when the call was already recorded or the run has no
- * ledger row.
- */
-export async function recordModelCall(db: Queryable, call: ModelCallUsage): Promise<boolean> {
-  const rows = await db.query(
-    `WITH call AS (
+// Built once (statements are named by their text).
+const RECORD_MODEL_CALLS = `WITH input AS (
+       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::numeric[])
+         AS c(id, run_id, provider_call_id, tokens_used, cost_cents)
+     ), held AS (
+       SELECT id FROM runs WHERE id = ANY($2::uuid[]) ORDER BY id FOR NO KEY UPDATE
+     ), call AS (
        INSERT INTO usage_calls (id, run_id, organization_id, provider_call_id, tokens_used, cost_cents, created_at)
-       SELECT $1, u.run_id, u.organization_id, $3, $4, $5, statement_timestamp()
-         FROM usage_ledger u WHERE u.run_id = $2
+       SELECT c.id, u.run_id, u.organization_id, c.provider_call_id, c.tokens_used, c.cost_cents, statement_timestamp()
+         FROM input c JOIN usage_ledger u ON u.run_id = c.run_id
+        -- Evaluated once, before the first ledger row is read: the runs' rows are locked first.
+        WHERE (SELECT count(*) FROM held) >= 0
        ON CONFLICT (id) DO NOTHING
        RETURNING run_id, tokens_used, cost_cents
+     ), added AS (
+       SELECT run_id, sum(tokens_used) AS tokens_used, sum(cost_cents) AS cost_cents FROM call GROUP BY run_id
+     ), ledger AS (
+       -- A run's tokens stop at the column's maximum rather than fail the write.
+       UPDATE usage_ledger u SET tokens_used = least(u.tokens_used::bigint + a.tokens_used, 2147483647),
+              cost_cents = u.cost_cents + a.cost_cents
+         FROM added a WHERE u.run_id = a.run_id
+       RETURNING u.run_id, u.tokens_used, u.cost_cents
      )
-     -- A run's tokens stop at the column's maximum rather than fail the write.
-     UPDATE usage_ledger u SET tokens_used = least(u.tokens_used::bigint + call.tokens_used, 2147483647),
-            cost_cents = u.cost_cents + call.cost_cents
-       FROM call WHERE u.run_id = call.run_id
-     RETURNING u.run_id`,
-    [call.id, call.runId, call.providerCallId, Math.round(call.tokensUsed), call.costCents],
-  );
-  return rows.length > 0;
-}
+     -- The run's own figures brought up to its ledger row's (greatest: never lowered).
+     UPDATE runs r SET cost_cents = greatest(r.cost_cents, l.cost_cents),
+            tokens_used = greatest(r.tokens_used, l.tokens_used)
+       FROM ledger l
+      WHERE r.id = l.run_id AND (r.cost_cents < l.cost_cents OR r.tokens_used < l.tokens_used)`;
 
 /**
- * Brings the run's own tokens and cost up to its ledger row's (a separate statement, so that
- * only the run's row is locked; `greatest` keeps a late, older copy from lowering them).
+ * Adds model calls' tokens and cost to their runs' ledger rows, with each call's own row (whose
+ * id makes a repeated write count once), and brings each run's own tokens and cost up to its
+ * ledger row's, in one statement. A call of a run without a ledger row is not recorded.
+ *
+ * The runs' rows are locked first, in id order, before the ledger rows: a cancel and a run's end
+ * take a run's row before its ledger row, and the opposite order could deadlock with them. One
+ * statement, so it needs no transaction of its own.
  */
-export async function copyUsageToRun(db: Queryable, runId: string): Promise<void> {
-  await db.query(
-    `UPDATE runs r SET cost_cents = greatest(r.cost_cents, u.cost_cents),
-            tokens_used = greatest(r.tokens_used, u.tokens_used)
-       FROM usage_ledger u
-      WHERE r.id = $1 AND u.run_id = r.id
-        AND (r.cost_cents < u.cost_cents OR r.tokens_used < u.tokens_used)`,
-    [runId],
-  );
+export async function recordModelCalls(tx: Queryable, calls: readonly ModelCallUsage[]): Promise<void> {
+  if (!calls.length) return;
+  await tx.query(RECORD_MODEL_CALLS, [
+    calls.map((c) => c.id),
+    calls.map((c) => c.runId),
+    calls.map((c) => c.providerCallId),
+    calls.map((c) => Math.round(c.tokensUsed)),
+    calls.map((c) => c.costCents),
+  ]);
 }
 
 /**

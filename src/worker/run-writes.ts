@@ -1,0 +1,167 @@
+import { type Db, isDatabaseUnavailable, type Queryable } from '../db/db.ts';
+import {
+  lockRunsAndTasks,
+  notifyRunEnds,
+  type RunResultRow,
+  recordLockedRunEnd,
+} from '../db/sql/run-queue.ts';
+import type { RunRow } from '../db/sql/runs.ts';
+import { type ModelCallUsage, recordModelCalls } from '../db/sql/usage.ts';
+
+/** The run as the worker claimed it: what a batch needs to order its locks. */
+type HeldRun = Pick<RunRow, 'id' | 'task_id' | 'organization_id'>;
+
+interface UsageWrite {
+  kind: 'usage';
+  call: ModelCallUsage;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
+interface EndWrite {
+  kind: 'end';
+  run: HeldRun;
+  workerId: string;
+  result: RunResultRow;
+  resolve(row: RunRow | undefined): void;
+  reject(err: unknown): void;
+}
+
+type Write = UsageWrite | EndWrite;
+
+/** Statements or transactions of run writes in flight at once, by default. */
+const MAX_IN_FLIGHT = 2;
+/**
+ * Writes per batch, at most. A batch's ends are recorded one statement after the other and its
+ * runs count as running (towards SVC_ORG_CONCURRENCY) until it commits, so a long batch delays
+ * the next claims more than its shared commit saves.
+ */
+const MAX_BATCH = 8;
+
+const byId = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * The worker's writes about the runs it holds, a model call's usage and a run's end, several per
+ * transaction when they arrive faster than transactions commit (group commit): a write is sent at
+ * once while fewer than MAX_IN_FLIGHT transactions are running, and otherwise joins the next one,
+ * which takes everything that queued meanwhile. Each write has exactly the effects it would have
+ * alone (a run's end is still conditioned on its lease, run by run); only the commit, the locks'
+ * round trip and the notifications are shared.
+ *
+ * A batch of usage writes alone is one statement (recordModelCalls, which locks its runs' rows
+ * before their ledger rows). A batch with ends is a transaction that takes its runs' rows and
+ * then its ending runs' tasks' rows, each in id order
+ * (lockRunsAndTasks), and records the ends in organization order (a `once` task's completion or
+ * a pause updates its organization's row, which schedulers also take in that order), so two
+ * batches never lock the same rows in opposite orders. A batch that fails for another reason
+ * than an unreachable database (a deadlock with another kind of transaction included) is retried
+ * write by write, so that one write the database refuses fails alone; an unreachable database
+ * fails every write of the batch, for its caller to retry.
+ */
+export class RunWriteBatcher {
+  readonly #db: Db;
+  readonly #maxInFlight: number;
+  readonly #orgLimit: number;
+  #queue: Write[] = [];
+  #inFlight = 0;
+
+  /** `maxInFlight`: transactions at once, at most (MAX_IN_FLIGHT within the backend's own bound). */
+  constructor(db: Db, orgLimit: number, maxInFlight = MAX_IN_FLIGHT) {
+    this.#db = db;
+    this.#orgLimit = orgLimit;
+    this.#maxInFlight = Math.max(1, Math.min(maxInFlight, db.backend.maxConcurrency));
+  }
+
+  /** Writes one model call's usage (recordModelCalls): on the ledger and copied to its run. */
+  recordUsage(call: ModelCallUsage): Promise<void> {
+    return new Promise((resolve, reject) => this.#add({ kind: 'usage', call, resolve, reject }));
+  }
+
+  /**
+   * Records the end of a run `workerId` holds (recordRunEndAndQueueDeliveries) and sends, once the
+   * transaction has committed, the notifications the end calls for (notifyRunEnds): `svc_deliveries`
+   * for queued deliveries and, where other processes share the database, `svc_runs` when the
+   * run's organization has runs waiting for the place it freed. Resolves to the finished run, or
+   * undefined when the lease was no longer this worker's.
+   */
+  recordEnd(run: HeldRun, workerId: string, result: RunResultRow): Promise<RunRow | undefined> {
+    return new Promise((resolve, reject) =>
+      this.#add({ kind: 'end', run, workerId, result, resolve, reject }),
+    );
+  }
+
+  #add(write: Write): void {
+    this.#queue.push(write);
+    this.#pump();
+  }
+
+  #pump(): void {
+    while (this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
+      const batch = this.#queue.splice(0, MAX_BATCH);
+      this.#inFlight++;
+      void this.#send(batch).finally(() => {
+        this.#inFlight--;
+        this.#pump();
+      });
+    }
+  }
+
+  /** The batch's writes, in the caller's transaction; the ends' rows in the order of `ends`. */
+  async #record(tx: Queryable, calls: ModelCallUsage[], ends: EndWrite[]): Promise<(RunRow | undefined)[]> {
+    const runIds = [...new Set([...calls.map((c) => c.runId), ...ends.map((e) => e.run.id)])];
+    const taskIds = [...new Set(ends.map((e) => e.run.task_id))];
+    await lockRunsAndTasks(tx, runIds.sort(byId), taskIds.sort(byId));
+    await recordModelCalls(tx, calls);
+    const rows: (RunRow | undefined)[] = [];
+    for (const e of ends) rows.push(await recordLockedRunEnd(tx, e.run.id, e.workerId, e.result));
+    return rows;
+  }
+
+  /**
+   * The notifications of a batch's ends, in one statement of its own after the commit: a NOTIFY
+   * makes its transaction take a database-wide lock from its commit until the commit is flushed,
+   * so in the batch's transaction it would serialise the commits of every process's writes.
+   */
+  async #notify(ends: EndWrite[], rows: (RunRow | undefined)[]): Promise<void> {
+    const deliveries = rows.some((r) => r?.delivery_status === 'pending');
+    // Without other processes, the worker that ended the run claims again by itself.
+    const organizations = this.#db.backend.shared ? [...new Set(ends.map((e) => e.run.organization_id))] : [];
+    if (deliveries || organizations.length)
+      await notifyRunEnds(this.#db, deliveries, organizations, this.#orgLimit);
+  }
+
+  async #send(batch: Write[]): Promise<void> {
+    let ended: (RunRow | undefined)[];
+    const ends = batch
+      .filter((w): w is EndWrite => w.kind === 'end')
+      .sort(
+        (a, b) =>
+          byId(a.run.organization_id, b.run.organization_id) ||
+          byId(a.run.task_id, b.run.task_id) ||
+          byId(a.run.id, b.run.id),
+      );
+    const usage = batch.filter((w): w is UsageWrite => w.kind === 'usage');
+    const calls = usage.map((w) => w.call);
+    try {
+      ended = ends.length ? await this.#db.transaction((tx) => this.#record(tx, calls, ends)) : [];
+      // Usage alone is one statement, committed by itself.
+      if (!ends.length) await recordModelCalls(this.#db, calls);
+    } catch (err) {
+      if (batch.length === 1 || isDatabaseUnavailable(err)) {
+        for (const w of batch) w.reject(err);
+        return;
+      }
+      for (const w of batch) await this.#send([w]);
+      return;
+    }
+    if (ends.length) {
+      // The ends are committed: a notification that could not be sent only delays the work
+      // it announces until the next poll.
+      await this.#notify(ends, ended).catch(() => undefined);
+    }
+    for (const w of usage) w.resolve();
+    ends.forEach((e, i) => {
+      e.resolve(ended[i]);
+    });
+  }
+}
