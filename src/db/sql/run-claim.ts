@@ -151,7 +151,8 @@ function claimArgs(o: ClaimOptions): string {
 
 /** The pick as a statement of its own (benchmarks explain it: it is what grows with organizations). */
 export function pickStatement(o: ClaimOptions): { sql: string; params: unknown[] } {
-  return { sql: PICK, params: [claimArgs(o)] };
+  // Alone, its parameter has no type for the operators to resolve on (the function passes jsonb).
+  return { sql: PICK.replaceAll(/\$1\b/g, '($1::jsonb)'), params: [claimArgs(o)] };
 }
 
 /** A run's timestamps, as row_to_json writes them, back to Dates. */
