@@ -77,6 +77,20 @@ async function slowClaims(svc: TestService): Promise<void> {
       FOR EACH ROW WHEN (NEW.status = 'running') EXECUTE FUNCTION test_slow_claim();`);
 }
 
+/** Waits until no run is pending or running. */
+async function everyRunEnded(db: TestService['service']['deps']['db']): Promise<void> {
+  await waitFor(
+    'every run to finish',
+    async () => {
+      const [row] = await db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM runs WHERE status IN ('pending', 'running')",
+      );
+      return row?.n === 0 ? true : undefined;
+    },
+    { timeoutMs: 60_000, everyMs: 50 },
+  );
+}
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 describe(`claims by several workers at once (${backendName})`, () => {
@@ -110,16 +124,7 @@ describe(`claims by several workers at once (${backendName})`, () => {
       await slowClaims(svc);
       await Promise.all(workers.map((w) => w.start()));
       const { db } = svc.service.deps;
-      await waitFor(
-        'every run to finish',
-        async () => {
-          const [row] = await db.query<{ n: number }>(
-            "SELECT count(*)::int AS n FROM runs WHERE status IN ('pending', 'running')",
-          );
-          return row?.n === 0 ? true : undefined;
-        },
-        { timeoutMs: 60_000, everyMs: 50 },
-      );
+      await everyRunEnded(db);
       for (const org of orgs) {
         assert.ok(
           (c.peak.get(org.organizationId) ?? 0) <= ORG_LIMIT,
@@ -231,16 +236,7 @@ describe(`claims by several workers at once (${backendName})`, () => {
       assert.deepEqual([...names].sort(), ['A', 'A', 'B'], names.join(','));
       letGo();
       const { db } = svc.service.deps;
-      await waitFor(
-        'every run to finish',
-        async () => {
-          const [row] = await db.query<{ n: number }>(
-            "SELECT count(*)::int AS n FROM runs WHERE status IN ('pending', 'running')",
-          );
-          return row?.n === 0 ? true : undefined;
-        },
-        { timeoutMs: 60_000, everyMs: 50 },
-      );
+      await everyRunEnded(db);
       assert.ok((c.peak.get(a.organizationId) ?? 0) <= 3);
     } finally {
       letGo();

@@ -1,5 +1,6 @@
 import { type Db, isDatabaseUnavailable } from '../db/db.ts';
 import { type CreatedTask, createTasks, type NewTask, type OrgTaskCaps } from '../db/sql/task-create.ts';
+import { GroupCommit } from '../lib/group-commit.ts';
 import { PLAN_TASKS_LIMITS } from './plans.ts';
 
 interface Pending {
@@ -29,32 +30,20 @@ const MAX_BATCH = 64;
 export class TaskCreateBatcher {
   readonly #db: Db;
   readonly #caps: OrgTaskCaps;
-  readonly #maxInFlight: number;
-  #queue: Pending[] = [];
-  #inFlight = 0;
+  readonly #batches: GroupCommit<Pending>;
 
   constructor(db: Db, caps: OrgTaskCaps) {
     this.#db = db;
     this.#caps = caps;
-    this.#maxInFlight = Math.max(1, Math.min(MAX_IN_FLIGHT, db.backend.maxConcurrency));
-  }
-
-  create(task: NewTask): Promise<CreatedTask> {
-    return new Promise((resolve, reject) => {
-      this.#queue.push({ task, resolve, reject });
-      this.#pump();
+    this.#batches = new GroupCommit({
+      maxInFlight: Math.min(MAX_IN_FLIGHT, db.backend.maxConcurrency),
+      maxBatch: MAX_BATCH,
+      send: (batch) => this.#send(batch),
     });
   }
 
-  #pump(): void {
-    while (this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
-      const batch = this.#queue.splice(0, MAX_BATCH);
-      this.#inFlight++;
-      void this.#send(batch).finally(() => {
-        this.#inFlight--;
-        this.#pump();
-      });
-    }
+  create(task: NewTask): Promise<CreatedTask> {
+    return new Promise((resolve, reject) => this.#batches.add({ task, resolve, reject }));
   }
 
   async #send(batch: Pending[]): Promise<void> {

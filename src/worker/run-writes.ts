@@ -7,6 +7,7 @@ import {
 } from '../db/sql/run-queue.ts';
 import type { RunRow } from '../db/sql/runs.ts';
 import { type ModelCallUsage, recordModelCalls } from '../db/sql/usage.ts';
+import { GroupCommit } from '../lib/group-commit.ts';
 
 /** The run as the worker claimed it: what a batch needs to order its locks. */
 type HeldRun = Pick<RunRow, 'id' | 'task_id' | 'organization_id'>;
@@ -60,16 +61,18 @@ const byId = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
  */
 export class RunWriteBatcher {
   readonly #db: Db;
-  readonly #maxInFlight: number;
   readonly #orgLimit: number;
-  #queue: Write[] = [];
-  #inFlight = 0;
+  readonly #batches: GroupCommit<Write>;
 
   /** `maxInFlight`: transactions at once, at most (MAX_IN_FLIGHT within the backend's own bound). */
   constructor(db: Db, orgLimit: number, maxInFlight = MAX_IN_FLIGHT) {
     this.#db = db;
     this.#orgLimit = orgLimit;
-    this.#maxInFlight = Math.max(1, Math.min(maxInFlight, db.backend.maxConcurrency));
+    this.#batches = new GroupCommit({
+      maxInFlight: Math.min(maxInFlight, db.backend.maxConcurrency),
+      maxBatch: MAX_BATCH,
+      send: (batch) => this.#send(batch),
+    });
   }
 
   /** Writes one model call's usage (recordModelCalls): on the ledger and copied to its run. */
@@ -91,19 +94,7 @@ export class RunWriteBatcher {
   }
 
   #add(write: Write): void {
-    this.#queue.push(write);
-    this.#pump();
-  }
-
-  #pump(): void {
-    while (this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
-      const batch = this.#queue.splice(0, MAX_BATCH);
-      this.#inFlight++;
-      void this.#send(batch).finally(() => {
-        this.#inFlight--;
-        this.#pump();
-      });
-    }
+    this.#batches.add(write);
   }
 
   /** The batch's writes, in the caller's transaction; the ends' rows in the order of `ends`. */
