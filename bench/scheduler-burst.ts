@@ -64,12 +64,23 @@ export interface ActivityShare {
 /** Statements of the service by their first words, named after the function that sends them. */
 const STATEMENTS: [RegExp, string][] = [
   [/^SELECT item FROM svc_lock_then_query/, 'claimRuns (worker claim)'],
-  [/^WITH targets AS/, 'finishRun (worker)'],
+  [/^WITH targets AS/, "recordLockedRunEnd (worker: a run's end)"],
+  [
+    /^SELECT t\.id FROM \(\s+SELECT count\(\*\) AS n FROM \(SELECT id FROM runs/,
+    'lockRunsAndTasks (worker: a batch of ends)',
+  ],
+  [
+    /^WITH input AS \(\s+SELECT \* FROM unnest\(\$1::uuid\[\], \$2::uuid\[\], \$3::text/,
+    'recordModelCalls (worker: usage)',
+  ],
   [/^WITH wanted AS/, 'insertSlotRuns (scheduler)'],
   [/^UPDATE tasks t SET next_run_at/, 'advanceTasks (scheduler)'],
   [/^(\/\* plan each time \*\/ )?SELECT \* FROM tasks WHERE status = 'active'/, 'lockDueTasks (scheduler)'],
   [/^SELECT \* FROM organizations WHERE id/, 'findOrganization (worker: run limit, usage report)'],
-  [/^(\/\* plan each time \*\/ )?SELECT id, attempts FROM runs/, 'lockExpiredLeases (worker claim)'],
+  [
+    /^(\/\* plan each time \*\/ )?SELECT id, organization_id, attempts FROM runs/,
+    'lockExpiredLeases (worker lease recovery)',
+  ],
   [/^UPDATE runs SET lease_expires_at/, 'renewLeases (worker heartbeat)'],
   [/^COMMIT/, 'COMMIT'],
 ];
