@@ -1,12 +1,13 @@
-import { type Db, isDatabaseUnavailable, type Queryable } from '../db/db.ts';
+import { type Db, isDatabaseUnavailable } from '../db/db.ts';
 import {
-  lockRunsAndTasks,
+  lockRunsAndTasksStatement,
   notifyRunEnds,
   type RunResultRow,
-  recordLockedRunEnd,
+  recordLockedRunEndStatement,
 } from '../db/sql/run-queue.ts';
-import type { RunRow } from '../db/sql/runs.ts';
-import { type ModelCallUsage, recordModelCalls } from '../db/sql/usage.ts';
+import { type RunRow, runFromJson } from '../db/sql/runs.ts';
+import { runStatementBatch, type Statement } from '../db/sql/statement-batch.ts';
+import { type ModelCallUsage, recordModelCallsStatement } from '../db/sql/usage.ts';
 import { GroupCommit } from '../lib/group-commit.ts';
 
 /** The run as the worker claimed it: what a batch needs to order its locks. */
@@ -30,7 +31,14 @@ interface EndWrite {
 
 type Write = UsageWrite | EndWrite;
 
-/** Statements or transactions of run writes in flight at once, by default. */
+/** The notifications a committed batch of ends calls for (notifyRunEnds). */
+interface Notice {
+  deliveries: boolean;
+  organizations: string[];
+  sent(): void;
+}
+
+/** Batches of run writes in flight at once, by default. */
 const MAX_IN_FLIGHT = 2;
 /**
  * Writes per batch, at most. A batch's ends are recorded one statement after the other and its
@@ -43,14 +51,15 @@ const byId = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 /**
  * The worker's writes about the runs it holds, a model call's usage and a run's end, several per
- * transaction when they arrive faster than transactions commit (group commit): a write is sent at
- * once while fewer than MAX_IN_FLIGHT transactions are running, and otherwise joins the next one,
- * which takes everything that queued meanwhile. Each write has exactly the effects it would have
- * alone (a run's end is still conditioned on its lease, run by run); only the commit, the locks'
- * round trip and the notifications are shared.
+ * round trip when they arrive faster than batches commit (group commit): a write is sent at once
+ * while fewer than MAX_IN_FLIGHT batches are running, and otherwise joins the next one, which
+ * takes everything that queued meanwhile. Each write has exactly the effects it would have
+ * alone (a run's end is still conditioned on its lease, run by run); only the round trip, the
+ * commit, the locks and the notifications are shared.
  *
- * A batch of usage writes alone is one statement (recordModelCalls, which locks its runs' rows
- * before their ledger rows). A batch with ends is a transaction that takes its runs' rows and
+ * Every batch is one round trip and one transaction (runStatementBatch): with usage alone, one
+ * statement (recordModelCalls, which locks its runs' rows before their ledger rows); with ends,
+ * a statement that takes its runs' rows and
  * then its ending runs' tasks' rows, each in id order
  * (lockRunsAndTasks), and records the ends in organization order (a `once` task's completion or
  * a pause updates its organization's row, which schedulers also take in that order), so two
@@ -63,6 +72,7 @@ export class RunWriteBatcher {
   readonly #db: Db;
   readonly #orgLimit: number;
   readonly #batches: GroupCommit<Write>;
+  readonly #notices: GroupCommit<Notice>;
 
   /** `maxInFlight`: transactions at once, at most (MAX_IN_FLIGHT within the backend's own bound). */
   constructor(db: Db, orgLimit: number, maxInFlight = MAX_IN_FLIGHT) {
@@ -72,6 +82,11 @@ export class RunWriteBatcher {
       maxInFlight: Math.min(maxInFlight, db.backend.maxConcurrency),
       maxBatch: MAX_BATCH,
       send: (batch) => this.#send(batch),
+    });
+    this.#notices = new GroupCommit({
+      maxInFlight: 1,
+      maxBatch: Number.POSITIVE_INFINITY,
+      send: (notices) => this.#sendNotices(notices),
     });
   }
 
@@ -97,15 +112,22 @@ export class RunWriteBatcher {
     this.#batches.add(write);
   }
 
-  /** The batch's writes, in the caller's transaction; the ends' rows in the order of `ends`. */
-  async #record(tx: Queryable, calls: ModelCallUsage[], ends: EndWrite[]): Promise<(RunRow | undefined)[]> {
+  /**
+   * The batch's writes in one round trip and one transaction (runStatementBatch): the locks, the
+   * usage, then each end; the ends' rows in the order of `ends`.
+   */
+  async #record(calls: ModelCallUsage[], ends: EndWrite[]): Promise<(RunRow | undefined)[]> {
     const runIds = [...new Set([...calls.map((c) => c.runId), ...ends.map((e) => e.run.id)])];
     const taskIds = [...new Set(ends.map((e) => e.run.task_id))];
-    await lockRunsAndTasks(tx, runIds.sort(byId), taskIds.sort(byId));
-    await recordModelCalls(tx, calls);
-    const rows: (RunRow | undefined)[] = [];
-    for (const e of ends) rows.push(await recordLockedRunEnd(tx, e.run.id, e.workerId, e.result));
-    return rows;
+    const statements: Statement[] = [lockRunsAndTasksStatement(runIds.sort(byId), taskIds.sort(byId))];
+    if (calls.length) statements.push(recordModelCallsStatement(calls));
+    const first = statements.length;
+    for (const e of ends) statements.push(recordLockedRunEndStatement(e.run.id, e.workerId, e.result));
+    const rows = await runStatementBatch(this.#db, statements);
+    return ends.map((_, i) => {
+      const row = rows[first + i];
+      return row ? runFromJson(row as unknown as RunRow) : undefined;
+    });
   }
 
   /**
@@ -113,12 +135,25 @@ export class RunWriteBatcher {
    * makes its transaction take a database-wide lock from its commit until the commit is flushed,
    * so in the batch's transaction it would serialise the commits of every process's writes.
    */
-  async #notify(ends: EndWrite[], rows: (RunRow | undefined)[]): Promise<void> {
+  #notify(ends: EndWrite[], rows: (RunRow | undefined)[]): Promise<void> {
     const deliveries = rows.some((r) => r?.delivery_status === 'pending');
     // Without other processes, the worker that ended the run claims again by itself.
     const organizations = this.#db.backend.shared ? [...new Set(ends.map((e) => e.run.organization_id))] : [];
-    if (deliveries || organizations.length)
-      await notifyRunEnds(this.#db, deliveries, organizations, this.#orgLimit);
+    if (!deliveries && !organizations.length) return Promise.resolve();
+    return new Promise((sent) => this.#notices.add({ deliveries, organizations, sent }));
+  }
+
+  /**
+   * One statement for the notifications of every batch that committed while the previous one
+   * was being sent: one NOTIFY of a channel wakes every listener, however many ends it stands for.
+   */
+  async #sendNotices(notices: Notice[]): Promise<void> {
+    const deliveries = notices.some((n) => n.deliveries);
+    const organizations = [...new Set(notices.flatMap((n) => n.organizations))];
+    // The ends are committed: a notification that could not be sent only delays the work it
+    // announces until the next poll.
+    await notifyRunEnds(this.#db, deliveries, organizations, this.#orgLimit).catch(() => undefined);
+    for (const n of notices) n.sent();
   }
 
   async #send(batch: Write[]): Promise<void> {
@@ -134,9 +169,9 @@ export class RunWriteBatcher {
     const usage = batch.filter((w): w is UsageWrite => w.kind === 'usage');
     const calls = usage.map((w) => w.call);
     try {
-      ended = ends.length ? await this.#db.transaction((tx) => this.#record(tx, calls, ends)) : [];
-      // Usage alone is one statement, committed by itself.
-      if (!ends.length) await recordModelCalls(this.#db, calls);
+      ended = ends.length ? await this.#record(calls, ends) : [];
+      // Usage alone is one statement, committed by itself (a batch of one: planned once).
+      if (!ends.length) await runStatementBatch(this.#db, [recordModelCallsStatement(calls)]);
     } catch (err) {
       if (batch.length === 1 || isDatabaseUnavailable(err)) {
         for (const w of batch) w.reject(err);
@@ -145,12 +180,8 @@ export class RunWriteBatcher {
       for (const w of batch) await this.#send([w]);
       return;
     }
-    if (ends.length) {
-      // The ends are committed: a notification that could not be sent only delays the work
-      // it announces until the next poll.
-      await this.#notify(ends, ended).catch(() => undefined);
-    }
     for (const w of usage) w.resolve();
+    if (ends.length) await this.#notify(ends, ended);
     ends.forEach((e, i) => {
       e.resolve(ended[i]);
     });

@@ -1,7 +1,7 @@
 import type { Queryable } from '../db.ts';
 import { LOCK_CLASSES } from './advisory-locks.ts';
 import { RUN_CONTEXT_COLUMNS, type RunContextRow, runContextFromJson } from './run-context.ts';
-import type { RunRow } from './runs.ts';
+import { type RunRow, runFromJson } from './runs.ts';
 
 /**
  * The worker's claim of pending runs (the queue itself is described in run-queue.ts).
@@ -153,26 +153,6 @@ function claimArgs(o: ClaimOptions): string {
 export function pickStatement(o: ClaimOptions): { sql: string; params: unknown[] } {
   // Alone, its parameter has no type for the operators to resolve on (the function passes jsonb).
   return { sql: PICK.replaceAll(/\$1\b/g, '($1::jsonb)'), params: [claimArgs(o)] };
-}
-
-/** A run's timestamps, as row_to_json writes them, back to Dates. */
-const RUN_TIMESTAMPS = [
-  'slot_at',
-  'created_at',
-  'started_at',
-  'completed_at',
-  'lease_expires_at',
-  'canceled_at',
-  'replay_context_at',
-  'replay_slot_at',
-] as const;
-
-function runFromJson(run: RunRow): RunRow {
-  const fields = run as unknown as Record<string, unknown>;
-  for (const k of RUN_TIMESTAMPS) {
-    if (typeof fields[k] === 'string') fields[k] = new Date(fields[k] as string);
-  }
-  return run;
 }
 
 /** Claims up to `limit` pending runs, with their context (see above). */

@@ -2,6 +2,7 @@ import { PLAN_EACH_TIME, type Queryable } from '../db.ts';
 import { deliveryTargets } from './delivery-targets.ts';
 import { type LeasedTable, releaseLeased, renewLeased } from './leased-jobs.ts';
 import type { RunRow } from './runs.ts';
+import { runStatementBatch, type Statement } from './statement-batch.ts';
 import { insertNoticeJobs, pruneNoticeJobs } from './task-notices.ts';
 
 /**
@@ -250,17 +251,22 @@ export async function lockRunsAndTasks(
   runIds: readonly string[],
   taskIds: readonly string[],
 ): Promise<void> {
-  // The tasks' subquery refers to the runs' count, so it is evaluated after every run is
-  // locked; ORDER BY under FOR NO KEY UPDATE locks the rows in that order.
-  await tx.query(
-    `SELECT t.id FROM (
+  const { sql, params } = lockRunsAndTasksStatement(runIds, taskIds);
+  await tx.query(sql, params);
+}
+
+// The tasks' subquery refers to the runs' count, so it is evaluated after every run is locked;
+// ORDER BY under FOR NO KEY UPDATE locks the rows in that order.
+const LOCK_RUNS_AND_TASKS = `SELECT t.id FROM (
        SELECT count(*) AS n FROM (SELECT id FROM runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE) r
      ) a
      CROSS JOIN LATERAL (
        SELECT k.id FROM tasks k WHERE k.id = ANY($2::uuid[]) AND a.n >= 0 ORDER BY k.id FOR NO KEY UPDATE
-     ) t`,
-    [runIds, taskIds],
-  );
+     ) t`;
+
+/** The statement of lockRunsAndTasks, for a batch (statement-batch.ts). */
+export function lockRunsAndTasksStatement(runIds: readonly string[], taskIds: readonly string[]): Statement {
+  return { sql: LOCK_RUNS_AND_TASKS, params: [runIds, taskIds] };
 }
 
 /**
@@ -273,15 +279,21 @@ export async function recordLockedRunEnd(
   workerId: string | null,
   r: RunResultRow,
 ): Promise<RunRow | undefined> {
-  const [row] = await tx.query<RunRow>(RECORD_RUN_END, [
-    runId,
-    workerId,
-    r.status,
-    r.output,
-    r.error,
-    r.completedAt,
-  ]);
+  const { sql, params } = recordLockedRunEndStatement(runId, workerId, r);
+  const [row] = await tx.query<RunRow>(sql, params);
   return row;
+}
+
+/**
+ * The statement of recordLockedRunEnd, for a batch (statement-batch.ts), whose row comes back as
+ * JSON (runFromJson).
+ */
+export function recordLockedRunEndStatement(
+  runId: string,
+  workerId: string | null,
+  r: RunResultRow,
+): Statement {
+  return { sql: RECORD_RUN_END, params: [runId, workerId, r.status, r.output, r.error, r.completedAt] };
 }
 
 /**
@@ -296,17 +308,17 @@ export async function notifyRunEnds(
   organizationIds: readonly string[],
   orgLimit: number,
 ): Promise<void> {
-  await tx.query(
-    `SELECT CASE WHEN $1::boolean THEN pg_notify('svc_deliveries', '') END AS deliveries,
-            (SELECT pg_notify('svc_runs', '') WHERE EXISTS (
-               SELECT 1 FROM unnest($2::uuid[]) AS o(id)
-                -- One probe of runs_pending_org_idx per organization (ORDER BY its key, LIMIT 1):
-                -- an EXISTS here is planned as a join over every pending run, and a bare LIMIT
-                -- as a scan of the table.
-                WHERE (SELECT 1 FROM runs WHERE organization_id = o.id AND status = 'pending'
-                        ORDER BY organization_id, created_at, id LIMIT 1) IS NOT NULL
-                  AND (SELECT count(*) FROM runs WHERE organization_id = o.id AND status = 'running') < $3
-            )) AS runs`,
-    [deliveries, organizationIds, orgLimit],
-  );
+  // A batch of one, so that it is planned once (its plan does not depend on the values).
+  await runStatementBatch(tx, [{ sql: NOTIFY_RUN_ENDS, params: [deliveries, organizationIds, orgLimit] }]);
 }
+
+const NOTIFY_RUN_ENDS = `SELECT CASE WHEN $1::boolean THEN pg_notify('svc_deliveries', '') END AS deliveries,
+        (SELECT pg_notify('svc_runs', '') WHERE EXISTS (
+           SELECT 1 FROM unnest($2::uuid[]) AS o(id)
+            -- One probe of runs_pending_org_idx per organization (ORDER BY its key, LIMIT 1):
+            -- an EXISTS here is planned as a join over every pending run, and a bare LIMIT
+            -- as a scan of the table.
+            WHERE (SELECT 1 FROM runs WHERE organization_id = o.id AND status = 'pending'
+                    ORDER BY organization_id, created_at, id LIMIT 1) IS NOT NULL
+              AND (SELECT count(*) FROM runs WHERE organization_id = o.id AND status = 'running') < $3
+        )) AS runs`;

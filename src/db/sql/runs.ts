@@ -38,6 +38,26 @@ export interface RunRow {
   model: string | null;
 }
 
+/** A run's timestamps, as row_to_json writes them, back to Dates. */
+const RUN_TIMESTAMPS = [
+  'slot_at',
+  'created_at',
+  'started_at',
+  'completed_at',
+  'lease_expires_at',
+  'canceled_at',
+  'replay_context_at',
+  'replay_slot_at',
+] as const;
+
+export function runFromJson(run: RunRow): RunRow {
+  const fields = run as unknown as Record<string, unknown>;
+  for (const k of RUN_TIMESTAMPS) {
+    if (typeof fields[k] === 'string') fields[k] = new Date(fields[k] as string);
+  }
+  return run;
+}
+
 /** What makes a run a replay (see replayRun in domain/run-control.ts). */
 export interface ReplayFields {
   replayOf: string;

@@ -1,4 +1,5 @@
 import type { Queryable } from '../db.ts';
+import type { Statement } from './statement-batch.ts';
 
 /**
  * The usage ledger: one row per run, written with the run (see insertRun). Its tokens and cost
@@ -42,7 +43,9 @@ const RECORD_MODEL_CALLS = `WITH input AS (
      UPDATE runs r SET cost_cents = greatest(r.cost_cents, l.cost_cents),
             tokens_used = greatest(r.tokens_used, l.tokens_used)
        FROM ledger l
-      WHERE r.id = l.run_id AND (r.cost_cents < l.cost_cents OR r.tokens_used < l.tokens_used)`;
+      WHERE r.id = l.run_id AND (r.cost_cents < l.cost_cents OR r.tokens_used < l.tokens_used)
+     -- Rows returned, so that the statement can be one of a batch (statement-batch.ts).
+     RETURNING r.id`;
 
 /**
  * Adds model calls' tokens and cost to their runs' ledger rows, with each call's own row (whose
@@ -55,13 +58,22 @@ const RECORD_MODEL_CALLS = `WITH input AS (
  */
 export async function recordModelCalls(tx: Queryable, calls: readonly ModelCallUsage[]): Promise<void> {
   if (!calls.length) return;
-  await tx.query(RECORD_MODEL_CALLS, [
-    calls.map((c) => c.id),
-    calls.map((c) => c.runId),
-    calls.map((c) => c.providerCallId),
-    calls.map((c) => Math.round(c.tokensUsed)),
-    calls.map((c) => c.costCents),
-  ]);
+  const { sql, params } = recordModelCallsStatement(calls);
+  await tx.query(sql, params);
+}
+
+/** The statement of recordModelCalls, for a batch (statement-batch.ts). */
+export function recordModelCallsStatement(calls: readonly ModelCallUsage[]): Statement {
+  return {
+    sql: RECORD_MODEL_CALLS,
+    params: [
+      calls.map((c) => c.id),
+      calls.map((c) => c.runId),
+      calls.map((c) => c.providerCallId),
+      calls.map((c) => Math.round(c.tokensUsed)),
+      calls.map((c) => c.costCents),
+    ],
+  };
 }
 
 /**
