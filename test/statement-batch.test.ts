@@ -1,0 +1,122 @@
+// Several statements in one round trip and one transaction (db/sql/statement-batch.ts, svc_batch
+// in migration 0021): the worker records its runs' usage and ends with it, so it must behave
+// as the same statements sent one by one inside a transaction.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { parameterText, runStatementBatch } from '../src/db/sql/statement-batch.ts';
+import { backendName, createTestDb, type TestDb } from './helpers/db.ts';
+
+describe(`several statements in one round trip (${backendName})`, () => {
+  let t: TestDb;
+  before(async () => {
+    t = await createTestDb();
+    await t.db.exec('CREATE TABLE batch_probe (id uuid PRIMARY KEY, n int NOT NULL, note text)');
+  });
+  after(async () => {
+    await t?.dispose();
+  });
+
+  test('the statements run in their order, each seeing what the earlier ones wrote, and each returns its first row', async () => {
+    const a = randomUUID();
+    const b = randomUUID();
+    const rows = await runStatementBatch(t.db, [
+      { sql: 'INSERT INTO batch_probe (id, n) SELECT unnest($1::uuid[]), 1 RETURNING id', params: [[a, b]] },
+      { sql: 'UPDATE batch_probe SET n = n + $2 WHERE id = $1 RETURNING n', params: [a, 41] },
+      { sql: 'SELECT sum(n)::int AS total FROM batch_probe WHERE id = ANY($1::uuid[])', params: [[a, b]] },
+      { sql: 'SELECT id FROM batch_probe WHERE n > $1', params: [1000] },
+    ]);
+    assert.equal(rows.length, 4);
+    assert.ok(rows[0] && [a, b].includes(rows[0].id as string), 'the first of the two rows inserted');
+    assert.deepEqual(rows[1], { n: 42 });
+    assert.deepEqual(rows[2], { total: 43 });
+    assert.equal(rows[3], undefined, 'a statement that returned no row returns nothing');
+  });
+
+  test('an error in one statement rolls back the statements before it', async () => {
+    const id = randomUUID();
+    await assert.rejects(
+      runStatementBatch(t.db, [
+        { sql: 'INSERT INTO batch_probe (id, n) VALUES ($1, 1) RETURNING id', params: [id] },
+        { sql: 'SELECT 1 / $1::int AS x', params: [0] },
+      ]),
+      /division by zero/,
+    );
+    const [row] = await t.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM batch_probe WHERE id = $1',
+      [id],
+    );
+    assert.equal(row?.n, 0);
+  });
+
+  test('a statement that cannot return rows is refused with the reason, and nothing of the batch is written', async () => {
+    const id = randomUUID();
+    await assert.rejects(
+      runStatementBatch(t.db, [
+        { sql: 'INSERT INTO batch_probe (id, n) VALUES ($1, 1) RETURNING id', params: [id] },
+        { sql: 'UPDATE batch_probe SET n = 2 WHERE id = $1', params: [id] },
+      ]),
+      /cannot return data/,
+    );
+    const [row] = await t.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM batch_probe WHERE id = $1',
+      [id],
+    );
+    assert.equal(row?.n, 0);
+  });
+
+  test('parameters of every kind the service sends arrive as the driver would send them', async () => {
+    const awkward = [
+      'plain',
+      'with "quotes"',
+      'back\\slash',
+      'comma, brace } and {',
+      '',
+      null,
+      'NULL',
+      'é ✓',
+    ];
+    const at = new Date('2027-03-28T01:30:00.123Z');
+    const params = [awkward, at, 12.345, null, true, { k: ['v', 1] }, [1, 2, 3], [randomUUID()]];
+    const direct = await t.db.query<Record<string, unknown>>(
+      `SELECT $1::text[] AS texts, $2::timestamptz AS at, $3::numeric AS amount, $4::text AS nothing,
+              $5::boolean AS flag, $6::jsonb AS doc, $7::int[] AS ints, $8::uuid[] AS ids`,
+      params,
+    );
+    const [batched] = await runStatementBatch(t.db, [
+      {
+        sql: `SELECT $1::text[] AS texts, $2::timestamptz AS at, $3::numeric AS amount, $4::text AS nothing,
+                     $5::boolean AS flag, $6::jsonb AS doc, $7::int[] AS ints, $8::uuid[] AS ids`,
+        params,
+      },
+    ]);
+    // The batch's rows come back as JSON: timestamps as text, the rest as the driver gives them.
+    const row = batched as Record<string, unknown>;
+    assert.deepEqual(row.texts, awkward);
+    assert.equal(new Date(row.at as string).getTime(), at.getTime());
+    assert.equal(Number(row.amount), 12.345);
+    assert.equal(row.nothing, null);
+    assert.equal(row.flag, true);
+    assert.deepEqual(row.doc, { k: ['v', 1] });
+    assert.deepEqual(row.ints, [1, 2, 3]);
+    assert.deepEqual(row.ids, params[7]);
+    assert.deepEqual(direct[0]?.texts, awkward, 'the same values sent one statement at a time');
+  });
+
+  test('a text given twice in a batch is sent once and run as often as it is given', async () => {
+    const ids = [randomUUID(), randomUUID(), randomUUID()];
+    const sql = 'INSERT INTO batch_probe (id, n, note) VALUES ($1, $2, $3) RETURNING n';
+    const rows = await runStatementBatch(
+      t.db,
+      ids.map((id, i) => ({ sql, params: [id, i, `note ${i}`] })),
+    );
+    assert.deepEqual(rows, [{ n: 0 }, { n: 1 }, { n: 2 }]);
+  });
+
+  test('parameterText writes dates in ISO form, arrays as array literals with quoted elements, bytes in hex', () => {
+    assert.equal(parameterText(['a', null, 'b"c']), '{"a",NULL,"b\\"c"}');
+    assert.equal(parameterText(new Date('2027-01-01T00:00:00Z')), '2027-01-01T00:00:00.000Z');
+    assert.equal(parameterText(undefined), null);
+    assert.equal(parameterText(Buffer.from([0xde, 0xad])), '\\xdead');
+  });
+});
