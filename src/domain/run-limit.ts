@@ -8,7 +8,7 @@ import { currentPeriodEnd, currentPeriodStart } from './billing-period.ts';
 import { effectiveLimits, PLAN_LIMITS, PLANS } from './plans.ts';
 
 /** Plans whose run limit is finite (an override can still lift or set one per organization). */
-const LIMITED_PLANS = PLANS.filter((plan) => PLAN_LIMITS[plan].runsLimit !== null);
+export const LIMITED_PLANS = PLANS.filter((plan) => PLAN_LIMITS[plan].runsLimit !== null);
 
 /** An organization with a run limit, as counted under its row lock. */
 export interface RunAllowance {

@@ -1,7 +1,7 @@
 import type { Queryable } from '../db/db.ts';
 import { taskRunState } from '../db/sql/cost-limit.ts';
 import { notify } from '../db/sql/notify.ts';
-import { insertRun, type ReplayFields, type RunRow } from '../db/sql/runs.ts';
+import { insertRun, insertRunIfUnrestricted, type ReplayFields, type RunRow } from '../db/sql/runs.ts';
 import { type ForeignLink, foreignLinks, lockTasksLimit } from '../db/sql/task-create.ts';
 import {
   clearAutoPause,
@@ -38,7 +38,13 @@ import { checkTaskTotals, orgCapReached, utf8Bytes } from './org-caps.ts';
 import { PLAN_TASKS_LIMITS, type Plan } from './plans.ts';
 import { assertIfMatch, deleteIfMatch } from './preconditions.ts';
 import { patchedRunCheckColumns, runCheckColumnsOf, runCheckProblems, runCheckView } from './run-checks.ts';
-import { lockRunAllowances, type RunAllowance, recordRunLimitReached, runLimitMessage } from './run-limit.ts';
+import {
+  LIMITED_PLANS,
+  lockRunAllowances,
+  type RunAllowance,
+  recordRunLimitReached,
+  runLimitMessage,
+} from './run-limit.ts';
 import { runView } from './runs.ts';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -379,6 +385,22 @@ export async function deleteOrganizationTask(
  */
 export async function runTaskNow(deps: Deps, organizationId: string, id: string, replay?: ReplayFields) {
   const now = deps.clock.now();
+  const newRun = {
+    id: newId(),
+    organizationId,
+    taskId: id,
+    slotAt: null,
+    trigger: replay ? ('replay' as const) : ('manual' as const),
+    now,
+    ...(replay && { replay }),
+  };
+  // Most runs now have nothing that could refuse them: created in one round trip. Otherwise (or
+  // when the task is not found) the transaction below decides, and says why.
+  const unrestricted = await insertRunIfUnrestricted(deps.db, newRun, LIMITED_PLANS);
+  if (unrestricted) {
+    deps.signals.emit('svc_runs', unrestricted.id);
+    return runView(unrestricted);
+  }
   type Outcome = { run: RunRow } | { refused: RunAllowance; told: boolean } | { overCost: string };
   const created = await deps.db.transaction(async (tx): Promise<Outcome> => {
     if (!(await lockTask(tx, organizationId, id))) throw errors.notFound('Task');
@@ -400,19 +422,7 @@ export async function runTaskNow(deps: Deps, organizationId: string, id: string,
     }
     // With its NOTIFY svc_runs, named by the run, so that this process's worker, woken at the
     // commit (below), leaves the notification out.
-    const run = await insertRun(
-      tx,
-      {
-        id: newId(),
-        organizationId,
-        taskId: id,
-        slotAt: null,
-        trigger: replay ? 'replay' : 'manual',
-        now,
-        ...(replay && { replay }),
-      },
-      { notify: true },
-    );
+    const run = await insertRun(tx, newRun, { notify: true });
     return { run };
   });
   if ('run' in created) deps.signals.emit('svc_runs', created.run.id);
