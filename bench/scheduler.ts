@@ -370,7 +370,7 @@ export async function benchScheduler(
       summary[`workerClaimMs.pg.pending${sizeKey(w.pending)}`] = Number(w.executionMs.toFixed(1));
     const big = wc.at(-1);
     findings.push(
-      `- **A worker's claim does not grow with the backlog.** \`claimRuns\` (src/db/sql/run-claim.ts) finds the organizations with pending runs by a loose index scan and takes only the oldest few of each (\`runs_pending_org_idx\`), under advisory locks of the organizations it claims for only: EXPLAIN ANALYZE of its pick ${wc.map((w) => `${fmt(w.executionMs, 1)} ms with ${fmt(w.pending)} pending`).join(', ')}. During a burst a claim takes at most the worker's free slots (≤ \`SVC_WORKER_CONCURRENCY\`); what the workers spend per run is recording it (\`finishRun\`, a commit each, below)${bursts.size ? `: ${rateOf((c) => !c.schedulerOnly)}, from the slot to the last completion or the deadline` : ''}.`,
+      `- **A worker's claim does not grow with the backlog.** \`claimRuns\` (src/db/sql/run-claim.ts) finds the organizations with pending runs by a loose index scan and takes only the oldest few of each (\`runs_pending_org_idx\`), under advisory locks of the organizations it claims for only: EXPLAIN ANALYZE of its pick ${wc.map((w) => `${fmt(w.executionMs, 1)} ms with ${fmt(w.pending)} pending`).join(', ')}. During a burst a claim takes at most the worker's free slots (≤ \`SVC_WORKER_CONCURRENCY\`); what the workers spend per run is executing and recording it (its usage and end go several per round trip, \`worker/run-writes.ts\`)${bursts.size ? `: ${rateOf((c) => !c.schedulerOnly)}, from the slot to the last completion or the deadline` : ''}.`,
       '',
       '```',
       ...(big?.keyLines ?? []),
