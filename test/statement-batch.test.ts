@@ -113,6 +113,21 @@ describe(`several statements in one round trip (${backendName})`, () => {
     assert.deepEqual(rows, [{ n: 0 }, { n: 1 }, { n: 2 }]);
   });
 
+  test('the statements are planned once, without sequential scans, so a plan made on empty tables still uses the indexes', async () => {
+    const [settings] = await runStatementBatch(t.db, [
+      {
+        sql: "SELECT current_setting('plan_cache_mode') AS plans, current_setting('enable_seqscan') AS seqscan WHERE $1::int > 0",
+        params: [1],
+      },
+    ]);
+    assert.deepEqual(settings, { plans: 'force_generic_plan', seqscan: 'off' });
+    // Outside the batch the connection's own settings are untouched.
+    const [outside] = await t.db.query<{ seqscan: string }>(
+      "SELECT current_setting('enable_seqscan') AS seqscan",
+    );
+    assert.equal(outside?.seqscan, 'on');
+  });
+
   test('parameterText writes dates in ISO form, arrays as array literals with quoted elements, bytes in hex', () => {
     assert.equal(parameterText(['a', null, 'b"c']), '{"a",NULL,"b\\"c"}');
     assert.equal(parameterText(new Date('2027-01-01T00:00:00Z')), '2027-01-01T00:00:00.000Z');
