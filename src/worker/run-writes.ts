@@ -58,10 +58,10 @@ const byId = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
  * commit, the locks and the notifications are shared.
  *
  * Every batch is one round trip and one transaction (runStatementBatch): with usage alone, one
- * statement (recordModelCalls, which locks its runs' rows before their ledger rows); with ends,
+ * statement (recordModelCallsStatement, which locks its runs' rows before their ledger rows); with ends,
  * a statement that takes its runs' rows and
  * then its ending runs' tasks' rows, each in id order
- * (lockRunsAndTasks), and records the ends in organization order (a `once` task's completion or
+ * (lockRunsAndTasksStatement), and records the ends in organization order (a `once` task's completion or
  * a pause updates its organization's row, which schedulers also take in that order), so two
  * batches never lock the same rows in opposite orders. A batch that fails for another reason
  * than an unreachable database (a deadlock with another kind of transaction included) is retried
@@ -90,7 +90,7 @@ export class RunWriteBatcher {
     });
   }
 
-  /** Writes one model call's usage (recordModelCalls): on the ledger and copied to its run. */
+  /** Writes one model call's usage (recordModelCallsStatement): on the ledger and copied to its run. */
   recordUsage(call: ModelCallUsage): Promise<void> {
     return new Promise((resolve, reject) => this.#add({ kind: 'usage', call, resolve, reject }));
   }

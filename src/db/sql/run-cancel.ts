@@ -11,7 +11,7 @@ const AT = 'coalesce($4::timestamptz, statement_timestamp())';
 // Built once (statements are named by their text).
 const CANCEL_RUN = `WITH run AS (
        UPDATE runs r SET status = 'failed', error = $3, canceled_at = ${AT}, completed_at = ${AT},
-              -- Usage recorded so far (recordModelCalls); later answers are copied as they are recorded.
+              -- Usage recorded so far (recordModelCallsStatement); later answers are copied as they are recorded.
               cost_cents = greatest(r.cost_cents, coalesce((SELECT u.cost_cents FROM usage_ledger u WHERE u.run_id = r.id), 0)),
               tokens_used = greatest(r.tokens_used, coalesce((SELECT u.tokens_used FROM usage_ledger u WHERE u.run_id = r.id), 0)),
               duration_ms = CASE WHEN r.started_at IS NULL THEN NULL

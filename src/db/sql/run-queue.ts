@@ -152,7 +152,7 @@ const RECORD_RUN_END = `WITH targets AS (
          FROM tasks k WHERE k.id = (SELECT task_id FROM runs WHERE id = $1)
      ), run AS (
        UPDATE runs SET status = $3, output = $4, error = $5,
-              -- Tokens and cost were added to the ledger call by call (recordModelCalls, usage.ts).
+              -- Tokens and cost were added to the ledger call by call (recordModelCallsStatement, usage.ts).
               cost_cents = greatest(cost_cents, coalesce((SELECT u.cost_cents FROM usage_ledger u WHERE u.run_id = $1), 0)),
               tokens_used = greatest(tokens_used, coalesce((SELECT u.tokens_used FROM usage_ledger u WHERE u.run_id = $1), 0)),
               completed_at = ${COMPLETED_AT},
@@ -238,23 +238,6 @@ export async function recordRunEndAndQueueDeliveries(
   return recordLockedRunEnd(tx, runId, workerId, r);
 }
 
-/**
- * Locks the rows of several runs, then the rows of the tasks of those of them that are ending
- * (their ids given by the caller: a run's task never changes), each set in id order, in one
- * statement. Every transaction that finishes runs takes its runs before their tasks, and a
- * batch takes each set in one fixed order, so two batches ending runs of the same tasks wait
- * for each other instead of deadlocking. A run that no longer exists (deleted with its task) is
- * simply not locked.
- */
-export async function lockRunsAndTasks(
-  tx: Queryable,
-  runIds: readonly string[],
-  taskIds: readonly string[],
-): Promise<void> {
-  const { sql, params } = lockRunsAndTasksStatement(runIds, taskIds);
-  await tx.query(sql, params);
-}
-
 // The tasks' subquery refers to the runs' count, so it is evaluated after every run is locked;
 // ORDER BY under FOR NO KEY UPDATE locks the rows in that order.
 const LOCK_RUNS_AND_TASKS = `SELECT t.id FROM (
@@ -264,14 +247,21 @@ const LOCK_RUNS_AND_TASKS = `SELECT t.id FROM (
        SELECT k.id FROM tasks k WHERE k.id = ANY($2::uuid[]) AND a.n >= 0 ORDER BY k.id FOR NO KEY UPDATE
      ) t`;
 
-/** The statement of lockRunsAndTasks, for a batch (statement-batch.ts). */
+/**
+ * Locks the rows of several runs, then the rows of the tasks of those of them that are ending
+ * (their ids given by the caller: a run's task never changes), each set in id order, in one
+ * statement (sent in a batch, statement-batch.ts). Every transaction that finishes runs takes its runs before their tasks, and a
+ * batch takes each set in one fixed order, so two batches ending runs of the same tasks wait
+ * for each other instead of deadlocking. A run that no longer exists (deleted with its task) is
+ * simply not locked.
+ */
 export function lockRunsAndTasksStatement(runIds: readonly string[], taskIds: readonly string[]): Statement {
   return { sql: LOCK_RUNS_AND_TASKS, params: [runIds, taskIds] };
 }
 
 /**
  * The statement of recordRunEndAndQueueDeliveries alone, for a caller that has locked the run
- * and its task (lockRunsAndTasks) in its transaction.
+ * and its task (lockRunsAndTasksStatement) in its transaction.
  */
 export async function recordLockedRunEnd(
   tx: Queryable,

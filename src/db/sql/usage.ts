@@ -3,7 +3,7 @@ import type { Statement } from './statement-batch.ts';
 
 /**
  * The usage ledger: one row per run, written with the run (see insertRun). Its tokens and cost
- * grow with each model call as the call is answered (recordModelCalls); its status is set when
+ * grow with each model call as the call is answered (recordModelCallsStatement); its status is set when
  * the run ends. It has no foreign key to tasks or runs, so deleting either never lowers usage.
  */
 export interface ModelCallUsage {
@@ -54,15 +54,8 @@ const RECORD_MODEL_CALLS = `WITH input AS (
  *
  * The runs' rows are locked first, in id order, before the ledger rows: a cancel and a run's end
  * take a run's row before its ledger row, and the opposite order could deadlock with them. One
- * statement, so it needs no transaction of its own.
+ * statement, sent in a batch (statement-batch.ts).
  */
-export async function recordModelCalls(tx: Queryable, calls: readonly ModelCallUsage[]): Promise<void> {
-  if (!calls.length) return;
-  const { sql, params } = recordModelCallsStatement(calls);
-  await tx.query(sql, params);
-}
-
-/** The statement of recordModelCalls, for a batch (statement-batch.ts). */
 export function recordModelCallsStatement(calls: readonly ModelCallUsage[]): Statement {
   return {
     sql: RECORD_MODEL_CALLS,
