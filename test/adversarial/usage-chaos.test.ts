@@ -11,8 +11,9 @@
 // the instant between reading an answer and that write loses the answer's usage; nothing can
 // close that window, so the kills here come at a moment where every answer sent has been
 // recorded (answers are held meanwhile), and while requests, tool rounds and writes of other
-// runs are in flight. Likewise a SIGTERM's grace period ends while answers are held: a call cut
-// off before its answer came has cost nothing.
+// runs are in flight. Likewise a SIGTERM comes once every answer sent has been recorded, and its
+// grace period ends while answers are held: a call cut off before its answer came has cost
+// nothing.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
@@ -84,11 +85,8 @@ describe('the usage ledger under chaos', () => {
       SVC_MODEL_API_KEY: key,
       SVC_RUN_LEASE_SECONDS: '2',
       SVC_ORG_CONCURRENCY: '16',
-      // Answers are held 0.4 s after a SIGTERM: the rest of the grace period is for the process
-      // to read the answers already sent. On a loaded machine the embedded database's queries
-      // can hold the event loop for hundreds of milliseconds, so 1 s left too little (an answer
-      // sent at 0.4 s and read after the grace period is cut off unrecorded).
-      SVC_SHUTDOWN_GRACE_SECONDS: '3',
+      // Answers are held through a SIGTERM's grace period, which ends with calls cut off.
+      SVC_SHUTDOWN_GRACE_SECONDS: '1',
       SVC_ALLOW_PRIVATE_URLS: 'true',
     });
     keyOf.set(p, key);
@@ -227,11 +225,12 @@ describe('the usage ledger under chaos', () => {
           }
           case 'sigterm': {
             const victim = workers[i % workers.length] as ServerProcess;
+            // Answers held and every answer sent recorded first: the grace period then ends with
+            // the victim's calls cut off before their answers came (they cost nothing). Holding
+            // them only after the SIGTERM left a race on a loaded machine: an answer sent just
+            // before could still be unread when the grace period ended.
+            await quiesce();
             victim.child.kill('SIGTERM');
-            // Runs end during the grace period; it ends while answers are held, so a call cut
-            // off at that moment had no answer yet.
-            await new Promise((r) => setTimeout(r, 400));
-            model.pause();
             assert.equal(await victim.exited, 0);
             await replace(victim);
             break;
