@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { insertRunIfUnrestricted } from '../src/db/sql/runs.ts';
+import { effectiveLimits, PLANS } from '../src/domain/plans.ts';
 import { LIMITED_PLANS } from '../src/domain/run-limit.ts';
 import { newTask, type Org, unlimited } from './helpers/runs.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
@@ -105,6 +106,27 @@ describe('run now', () => {
     const capped = await newTask(svc, paid, { monthlyCostLimitCents: 500 });
     assert.equal(await fastPath(paid, capped.id), undefined);
     assert.equal((await runNow(paid, capped.id)).status, 202);
+  });
+
+  test('the one round trip is taken exactly when effectiveLimits gives no run limit, for every plan and kind of override', async () => {
+    // The fast path restates the run-limit rule in SQL: this lists every plan with every kind
+    // of override so that the two cannot drift apart unnoticed.
+    const overrides = [{}, { runsLimit: null }, { runsLimit: 5 }, { tasksLimit: 3 }];
+    const org = await svc.createOrg('free');
+    const task = await newTask(svc, org);
+    for (const plan of PLANS) {
+      for (const override of overrides) {
+        await svc.testDb.db.query('UPDATE organizations SET plan = $2, limit_overrides = $3 WHERE id = $1', [
+          org.organizationId,
+          plan,
+          JSON.stringify(override),
+        ]);
+        const run = await fastPath(org, task.id);
+        const unlimitedRuns = effectiveLimits(plan, override).runsLimit === null;
+        assert.equal(Boolean(run), unlimitedRuns, `${plan} with ${JSON.stringify(override)}`);
+        if (run) await svc.testDb.db.query('DELETE FROM runs WHERE id = $1', [run.id]);
+      }
+    }
   });
 
   test("an unknown task and another organization's task are not found, and nothing is written", async () => {

@@ -1,5 +1,6 @@
 import type { Queryable } from '../db.ts';
 import { runStatementBatch } from './statement-batch.ts';
+import { LOCK_TASK_SQL } from './tasks.ts';
 
 export type RunStatus = 'pending' | 'running' | 'completed' | 'failed';
 export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
@@ -83,23 +84,25 @@ export interface NewRun {
  * exists in the organization. (Scheduled runs are inserted a batch at a time by
  * insertSlotRuns, scheduler.ts, the same way.)
  */
-const INSERT_RUN = `WITH run AS (
+const insertRunStatement = (from: string, filter = '') => `WITH run AS (
        INSERT INTO runs (id, organization_id, task_id, slot_at, trigger, status, created_at,
                          replay_of, replay_context_at, replay_slot_at, model)
        SELECT $1, t.organization_id, t.id, $4, $5, 'pending', $6, $7, $8, $9, $10
-         FROM tasks t WHERE t.id = $3 AND t.organization_id = $2
+         FROM ${from} WHERE t.id = $3 AND t.organization_id = $2${filter}
        RETURNING *
      ), ledger AS (
        INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at)
        SELECT id, organization_id, task_id, status, created_at FROM run
      )`;
+const INSERT_RUN = insertRunStatement('tasks t');
 const INSERT_RUN_SQL = `${INSERT_RUN} SELECT * FROM run`;
 /**
  * The same, and NOTIFY svc_runs named by the run's id (sent at the commit) in the same
  * statement: one round trip fewer before the commit that the workers wait for.
  */
-const INSERT_RUN_NOTIFY_SQL = `${INSERT_RUN} SELECT run.* FROM run
+const SELECT_RUN_NOTIFIED = `SELECT run.* FROM run
      CROSS JOIN LATERAL (SELECT pg_notify('svc_runs', run.id::text)) AS notified`;
+const INSERT_RUN_NOTIFY_SQL = `${INSERT_RUN} ${SELECT_RUN_NOTIFIED}`;
 
 const insertParams = (row: NewRun) => [
   row.id,
@@ -131,7 +134,7 @@ export async function insertRunIfUnrestricted(
 ): Promise<RunRow | undefined> {
   const [, run] = await runStatementBatch(db, [
     {
-      sql: 'SELECT id FROM tasks WHERE organization_id = $1 AND id = $2 FOR UPDATE',
+      sql: LOCK_TASK_SQL,
       params: [row.organizationId, row.taskId],
     },
     { sql: INSERT_UNRESTRICTED_RUN_SQL, params: [...insertParams(row), limitedPlans] },
@@ -139,23 +142,15 @@ export async function insertRunIfUnrestricted(
   return run ? runFromJson(run as unknown as RunRow) : undefined;
 }
 
-const INSERT_UNRESTRICTED_RUN_SQL = `WITH run AS (
-       INSERT INTO runs (id, organization_id, task_id, slot_at, trigger, status, created_at,
-                         replay_of, replay_context_at, replay_slot_at, model)
-       SELECT $1, t.organization_id, t.id, $4, $5, 'pending', $6, $7, $8, $9, $10
-         FROM tasks t JOIN organizations o ON o.id = t.organization_id
-        WHERE t.id = $3 AND t.organization_id = $2
+const INSERT_UNRESTRICTED_RUN_SQL = `${insertRunStatement(
+  'tasks t JOIN organizations o ON o.id = t.organization_id',
+  `
           AND t.monthly_cost_limit_cents IS NULL
           -- No run limit: an override's (null: unlimited), else the plan's.
           AND CASE WHEN o.limit_overrides ? 'runsLimit' THEN jsonb_typeof(o.limit_overrides -> 'runsLimit') = 'null'
                    ELSE o.plan <> ALL ($11::text[]) END
-          AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.id AND r.status IN ('pending', 'running'))
-       RETURNING *
-     ), ledger AS (
-       INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at)
-       SELECT id, organization_id, task_id, status, created_at FROM run
-     )
-     SELECT run.* FROM run CROSS JOIN LATERAL (SELECT pg_notify('svc_runs', run.id::text)) AS notified`;
+          AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.id AND r.status IN ('pending', 'running'))`,
+)} ${SELECT_RUN_NOTIFIED}`;
 
 /**
  * Creates a pending run and its usage-ledger row in one statement (`notify`: with NOTIFY

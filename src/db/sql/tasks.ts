@@ -170,11 +170,10 @@ export async function deleteTask(
 }
 
 /** Locks the task row for the rest of the transaction (serialises concurrent edits of one task). */
+export const LOCK_TASK_SQL = 'SELECT id FROM tasks WHERE organization_id = $1 AND id = $2 FOR UPDATE';
+
 export async function lockTask(db: Queryable, organizationId: string, id: string): Promise<boolean> {
-  const rows = await db.query('SELECT id FROM tasks WHERE organization_id = $1 AND id = $2 FOR UPDATE', [
-    organizationId,
-    id,
-  ]);
+  const rows = await db.query(LOCK_TASK_SQL, [organizationId, id]);
   return rows.length > 0;
 }
 
