@@ -17,6 +17,7 @@ import { SourceTestSlots } from './domain/org-caps.ts';
 import { createDemoOrganizationIfEmpty, openWebhookSecret } from './domain/organizations.ts';
 import { PrincipalCache } from './domain/principal-cache.ts';
 import { windowStart } from './domain/rate-limit.ts';
+import { RunHandoff } from './domain/run-handoff.ts';
 import { resolveSecretKey, verifySecretKey } from './domain/secret-key.ts';
 import { TaskCreateBatcher } from './domain/task-create-batcher.ts';
 import { buildApp } from './http/app.ts';
@@ -137,6 +138,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       taskCreates: new TaskCreateBatcher(db, config.orgCaps),
       sourceTests: new SourceTestSlots(config.orgCaps.sourceTests),
       signals: new LocalSignals(),
+      runHandoff: new RunHandoff(),
     };
 
     // Each role's code is imported only by a process that has the role (docs/architecture.md,

@@ -155,6 +155,83 @@ describe(`claims by several workers at once (${backendName})`, () => {
     }
   });
 
+  test('run nows claimed at their creation by a worker with free places keep every organization within its limit beside the claims of other workers', async () => {
+    const ORG_LIMIT = 2;
+    const svc = await startTestService({
+      env: {
+        SVC_WORKER_CONCURRENCY: '4',
+        SVC_ORG_CONCURRENCY: String(ORG_LIMIT),
+        SVC_RUN_LEASE_SECONDS: '30',
+      },
+    });
+    const c = new Concurrency();
+    const workers = Array.from(
+      { length: 3 },
+      () =>
+        new RunWorker(
+          svc.service.deps,
+          recordingExecutor(c, () => sleep(10 + Math.random() * 40)),
+        ),
+    );
+    // The last worker started takes the run nows' places (RunHandoff); count what it begins.
+    const { runHandoff } = svc.service.deps;
+    const reserve = runHandoff.reserve.bind(runHandoff);
+    let begunAtCreation = 0;
+    runHandoff.reserve = () => {
+      const place = reserve();
+      return (
+        place && {
+          ...place,
+          begin: (claimed) => {
+            begunAtCreation++;
+            place.begin(claimed);
+          },
+        }
+      );
+    };
+    try {
+      const orgs: Org[] = [];
+      const tasks: { org: Org; id: string }[] = [];
+      for (let o = 0; o < 3; o++) {
+        const org = await svc.createOrg('paid');
+        await unlimited(svc, org);
+        orgs.push(org);
+        for (let t = 0; t < 6; t++) tasks.push({ org, id: (await newTask(svc, org)).id });
+      }
+      await slowClaims(svc);
+      for (const w of workers) await w.start();
+      const answers = await Promise.all(
+        tasks.map((t) => svc.call({ method: 'POST', url: `/api/svc/tasks/${t.id}/run`, key: t.org.apiKey })),
+      );
+      assert.deepEqual(new Set(answers.map((a) => a.status)), new Set([202]));
+      const { db } = svc.service.deps;
+      await everyRunEnded(db);
+      for (const org of orgs)
+        assert.ok((c.peak.get(org.organizationId) ?? 0) <= ORG_LIMIT, [...c.peak.values()].join(','));
+      const over = await db.query<{ n: number }>(
+        `SELECT (SELECT count(*)::int FROM runs o
+                  WHERE o.organization_id = r.organization_id
+                    AND o.started_at <= r.started_at AND o.completed_at > r.started_at) AS n
+           FROM runs r`,
+      );
+      assert.deepEqual(
+        over.filter((r) => r.n > ORG_LIMIT),
+        [],
+      );
+      const runs = await db.query<{ status: string; attempts: number }>('SELECT status, attempts FROM runs');
+      assert.equal(runs.length, tasks.length);
+      assert.ok(
+        runs.every((r) => r.status === 'completed' && r.attempts === 1),
+        JSON.stringify(runs),
+      );
+      assert.ok(begunAtCreation > 0, 'some runs were claimed at their creation');
+      assert.ok(begunAtCreation < tasks.length, 'and the others through the queue');
+    } finally {
+      await Promise.all(workers.map((w) => w.stop(1_000)));
+      await svc.close();
+    }
+  });
+
   test('a claim that meets another one for the same organization counts the runs the other took', {
     skip: !TEST_DATABASE_URL && 'two claims at the same instant need PostgreSQL',
   }, async () => {

@@ -3,11 +3,12 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { insertRunIfUnrestricted } from '../src/db/sql/runs.ts';
+import { insertRunIfUnrestricted } from '../src/db/sql/run-now.ts';
 import { effectiveLimits, PLANS } from '../src/domain/plans.ts';
 import { LIMITED_PLANS } from '../src/domain/run-limit.ts';
 import { newTask, type Org, unlimited } from './helpers/runs.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
+import { waitFor } from './helpers/wait.ts';
 
 describe('run now', () => {
   let svc: TestService;
@@ -27,19 +28,21 @@ describe('run now', () => {
         taskId,
       ])
     )[0]?.n;
-  const fastPath = (org: Org, taskId: string) =>
-    insertRunIfUnrestricted(
-      svc.testDb.db,
-      {
-        id: randomUUID(),
-        organizationId: org.organizationId,
-        taskId,
-        slotAt: null,
-        trigger: 'manual',
-        now: new Date(),
-      },
-      LIMITED_PLANS,
-    );
+  const fastPath = async (org: Org, taskId: string) =>
+    (
+      await insertRunIfUnrestricted(
+        svc.testDb.db,
+        {
+          id: randomUUID(),
+          organizationId: org.organizationId,
+          taskId,
+          slotAt: null,
+          trigger: 'manual',
+          now: new Date(),
+        },
+        LIMITED_PLANS,
+      )
+    )?.run;
 
   test('ten run nows of one task at once create one run; the others are told a run is in flight', async () => {
     const task = await newTask(svc, paid);
@@ -126,6 +129,83 @@ describe('run now', () => {
         assert.equal(Boolean(run), unlimitedRuns, `${plan} with ${JSON.stringify(override)}`);
         if (run) await svc.testDb.db.query('DELETE FROM runs WHERE id = $1', [run.id]);
       }
+    }
+  });
+
+  const created = (org: Org, taskId: string, orgLimit = 2) =>
+    insertRunIfUnrestricted(
+      svc.testDb.db,
+      {
+        id: randomUUID(),
+        organizationId: org.organizationId,
+        taskId,
+        slotAt: null,
+        trigger: 'manual',
+        now: new Date(),
+      },
+      LIMITED_PLANS,
+      { workerId: 'handoff-test-worker', now: null, leaseMs: 60_000, limit: 1, orgLimit },
+    );
+  const statusOf = async (runId: string) =>
+    (
+      await svc.testDb.db.query<{ status: string; lease_owner: string | null }>(
+        'SELECT status, lease_owner FROM runs WHERE id = $1',
+        [runId],
+      )
+    )[0];
+
+  test('a run created with a place reserved is claimed by that worker in the same transaction, with its context, and not announced', async () => {
+    const org = await svc.createOrg('paid');
+    await unlimited(svc, org);
+    const heard: string[] = [];
+    const unlisten = await svc.testDb.db.listen('svc_runs', (p) => heard.push(p));
+    try {
+      const claimedTask = await newTask(svc, org);
+      const made = await created(org, claimedTask.id);
+      assert.ok(made?.claimed, 'claimed at its creation');
+      assert.equal(made.claimed.run.id, made.run.id);
+      assert.equal(made.claimed.run.status, 'running');
+      assert.equal(made.claimed.run.attempts, 1);
+      assert.equal(made.claimed.context?.task.prompt, claimedTask.prompt);
+      assert.equal(made.run.status, 'pending', 'the answer is the run as created');
+      assert.deepEqual(await statusOf(made.run.id), {
+        status: 'running',
+        lease_owner: 'handoff-test-worker',
+      });
+      // Notifications come in commit order: once the next run's arrives, the first had none.
+      const pendingTask = await newTask(svc, org);
+      const older = await fastPath(org, pendingTask.id);
+      assert.ok(older);
+      await waitFor('the pending run is announced', async () => heard.includes(older.id) || undefined);
+      assert.ok(!heard.includes(made.run.id), 'the claimed run was not announced');
+    } finally {
+      await unlisten();
+    }
+  });
+
+  test('a run created with a place reserved stays pending, and is announced, when an older run of its organization waits or the organization is at its limit', async () => {
+    const org = await svc.createOrg('paid');
+    await unlimited(svc, org);
+    const heard: string[] = [];
+    const unlisten = await svc.testDb.db.listen('svc_runs', (p) => heard.push(p));
+    try {
+      const waiting = await fastPath(org, (await newTask(svc, org)).id);
+      assert.ok(waiting);
+      const behind = await created(org, (await newTask(svc, org)).id);
+      assert.ok(behind && !behind.claimed, 'the older run goes first');
+      assert.equal((await statusOf(behind.run.id))?.status, 'pending');
+      await waitFor('the run left pending announced', async () => heard.includes(behind.run.id) || undefined);
+
+      const busy = await svc.createOrg('paid');
+      await unlimited(svc, busy);
+      const first = await created(busy, (await newTask(svc, busy)).id, 1);
+      assert.ok(first?.claimed);
+      const second = await created(busy, (await newTask(svc, busy)).id, 1);
+      assert.ok(second && !second.claimed, 'one running run is the limit');
+      assert.equal((await statusOf(second.run.id))?.status, 'pending');
+      await waitFor('the run left pending announced', async () => heard.includes(second.run.id) || undefined);
+    } finally {
+      await unlisten();
     }
   });
 

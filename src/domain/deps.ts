@@ -9,6 +9,7 @@ import type { SecretBox } from '../lib/secret-box.ts';
 import type { ModelCatalog } from './models.ts';
 import type { SourceTestSlots } from './org-caps.ts';
 import type { PrincipalCache } from './principal-cache.ts';
+import type { RunHandoff } from './run-handoff.ts';
 import type { TaskCreateBatcher } from './task-create-batcher.ts';
 
 /** What domain services need from the outside world; built once at boot and passed down. */
@@ -31,4 +32,6 @@ export interface Deps {
   sourceTests: SourceTestSlots;
   /** Wake-ups of this process's own loops by work it made (see LocalSignals). */
   signals: LocalSignals;
+  /** Run now's hand-over of its run to this process's worker (see RunHandoff). */
+  runHandoff: RunHandoff;
 }

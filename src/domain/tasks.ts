@@ -1,7 +1,8 @@
 import type { Queryable } from '../db/db.ts';
 import { taskRunState } from '../db/sql/cost-limit.ts';
 import { notify } from '../db/sql/notify.ts';
-import { insertRun, insertRunIfUnrestricted, type ReplayFields, type RunRow } from '../db/sql/runs.ts';
+import { insertRunIfUnrestricted } from '../db/sql/run-now.ts';
+import { insertRun, type ReplayFields, type RunRow } from '../db/sql/runs.ts';
 import { type ForeignLink, foreignLinks, lockTasksLimit } from '../db/sql/task-create.ts';
 import {
   clearAutoPause,
@@ -396,10 +397,21 @@ export async function runTaskNow(deps: Deps, organizationId: string, id: string,
   };
   // Most runs now have nothing that could refuse them: created in one round trip. Otherwise (or
   // when the task is not found) the transaction below decides, and says why.
-  const unrestricted = await insertRunIfUnrestricted(deps.db, newRun, LIMITED_PLANS);
+  // And when this process's worker has a free place, the run is created claimed by it.
+  const place = deps.runHandoff.reserve();
+  let unrestricted: Awaited<ReturnType<typeof insertRunIfUnrestricted>>;
+  try {
+    unrestricted = await insertRunIfUnrestricted(deps.db, newRun, LIMITED_PLANS, place?.claim);
+  } catch (err) {
+    place?.release();
+    throw err;
+  }
+  if (unrestricted?.claimed && place) place.begin(unrestricted.claimed);
+  else place?.release();
   if (unrestricted) {
-    deps.signals.emit('svc_runs', unrestricted.id);
-    return runView(unrestricted);
+    if (!unrestricted.claimed) deps.signals.emit('svc_runs', unrestricted.run.id);
+    // The run as created (pending), as the answer of run now always is.
+    return runView(unrestricted.run);
   }
   type Outcome = { run: RunRow } | { refused: RunAllowance; told: boolean } | { overCost: string };
   const created = await deps.db.transaction(async (tx): Promise<Outcome> => {

@@ -4,27 +4,22 @@
 // SVC_RUN_MAX_ATTEMPTS starts), and every write is conditioned on still holding the lease.
 
 import { queueUsageReport } from '../billing/usage-meter.ts';
-import { isDatabaseUnavailable, type Queryable } from '../db/db.ts';
+import { isDatabaseUnavailable } from '../db/db.ts';
 import { notify } from '../db/sql/notify.ts';
 import { canceledAmong } from '../db/sql/run-cancel.ts';
 import { claimRuns } from '../db/sql/run-claim.ts';
 import type { RunContextRow } from '../db/sql/run-context.ts';
-import {
-  lockExpiredLeases,
-  notifyIfClaimable,
-  recordRunEndAndQueueDeliveries,
-  releaseRun,
-  renewLeases,
-  requeueRuns,
-} from '../db/sql/run-queue.ts';
+import { notifyIfClaimable, releaseRun, renewLeases } from '../db/sql/run-queue.ts';
 import type { RunRow } from '../db/sql/runs.ts';
 import { settleDeletedRun } from '../db/sql/usage.ts';
 import type { Deps } from '../domain/deps.ts';
+import type { ReservedRunPlace } from '../domain/run-handoff.ts';
 import { leaseOwnerId, newId } from '../lib/ids.ts';
 import { FirstOfTwo } from '../lib/local-signals.ts';
 import { Loop } from '../lib/loop.ts';
 import type { CallUsage, RunExecutor, RunResult } from '../runner/executor.ts';
 import { CancelWatch } from './cancel-watch.ts';
+import { recoverExpiredLeases } from './lease-recovery.ts';
 import { RunWriteBatcher } from './run-writes.ts';
 
 /** How long a finished run's result is retried while the database is unreachable. */
@@ -84,6 +79,13 @@ export class RunWorker {
    */
   readonly #wakes = new FirstOfTwo();
   #unsignal: (() => void) | undefined;
+  #detachHandoff: (() => void) | undefined;
+  /** Places reserved for run nows (counted in #executing too) and not yet begun or given back. */
+  #reserved = 0;
+  /** A claim found no free place while some were reserved. */
+  #claimWhenReleased = false;
+  /** The places the claim in flight may fill (its limit), 0 between claims. */
+  #claiming = 0;
   /**
    * The usage and the ends of the runs held here, several per statement or transaction under
    * load; apart, so that a usage write, which an execution waits for, never queues behind a
@@ -145,6 +147,7 @@ export class RunWorker {
       if (this.#wakes.first(payload)) this.wake();
     });
     await this.#loop.start();
+    this.#detachHandoff = this.#deps.runHandoff.attach(() => this.#reservePlace());
   }
 
   /** Asks for a claim as soon as possible (coalesced with one in progress). */
@@ -165,26 +168,82 @@ export class RunWorker {
     // The loop aborts what is still running after the grace period with 'shutdown'; leases
     // are renewed until every run here has ended.
     this.#unsignal?.();
+    this.#detachHandoff?.();
     await this.#loop.stop(graceMs);
     // Runs still in their grace period could be canceled until now.
     await this.#cancels.stop();
     await this.#heartbeat.stop();
   }
 
+  /**
+   * A place for a run that run now creates in this process claimed by this worker (RunHandoff),
+   * or undefined when none is free. The place counts as taken from now on, and as work in
+   * flight for stop(): a shutdown waits for the creating statement, then for the run it begins.
+   */
+  #reservePlace(): ReservedRunPlace | undefined {
+    const { config, clock, metrics, log } = this.#deps;
+    // Places a claim in flight may fill are not free: the concurrency stays a bound.
+    if (this.#loop.stopping || this.#executing + this.#claiming >= config.worker.concurrency)
+      return undefined;
+    this.#executing++;
+    this.#reserved++;
+    const controller = new AbortController();
+    let settle: (done: Promise<void> | undefined) => void = () => undefined;
+    this.#loop.track(controller, new Promise<Promise<void> | undefined>((r) => (settle = r)));
+    let settled = false;
+    const giveBack = () => {
+      if (settled) throw new Error('a reserved place is begun or released once');
+      settled = true;
+      this.#executing--;
+      this.#reserved--;
+    };
+    return {
+      claim: {
+        workerId: this.id,
+        now: clock.statementNow(),
+        leaseMs: config.worker.leaseMs,
+        limit: 1,
+        orgLimit: config.worker.orgConcurrency,
+      },
+      begin: ({ run, context }) => {
+        giveBack();
+        metrics.runsClaimed.inc();
+        log.debug(
+          { runId: run.id, taskId: run.task_id, attempt: run.attempts },
+          'run claimed at its creation',
+        );
+        settle(this.#begin(run, context, controller));
+      },
+      release: () => {
+        giveBack();
+        settle(undefined);
+        if (this.#claimWhenReleased) {
+          this.#claimWhenReleased = false;
+          this.wake();
+        }
+      },
+    };
+  }
+
   async #claimFreeSlots(): Promise<void> {
     const { db, clock, config, metrics, log } = this.#deps;
     for (;;) {
       const free = config.worker.concurrency - this.#executing;
+      // A place held for a run now may be given back: this claim is then made again.
+      if (free <= 0 && this.#reserved > 0) this.#claimWhenReleased = true;
       if (free <= 0 || this.#loop.stopping) return;
       await this.#recoverExpiredLeasesWhenDue();
       // One statement: the fair pick, the locks of its organizations, the claim with each
       // run's context (run-claim.ts).
+      this.#claiming = free;
       const claim = await claimRuns(db, {
         workerId: this.id,
         now: clock.statementNow(),
         leaseMs: config.worker.leaseMs,
         limit: free,
         orgLimit: config.worker.orgConcurrency,
+      }).finally(() => {
+        this.#claiming = 0;
       });
       for (const { run, context } of claim.runs) {
         metrics.runsClaimed.inc();
@@ -213,50 +272,13 @@ export class RunWorker {
     const at = clock.now().getTime();
     if (at - this.#leasesCheckedAt < this.#heartbeatMs && at >= this.#leasesCheckedAt) return;
     this.#leasesCheckedAt = at;
-    await db.transaction(async (tx) => this.#recoverExpiredLeases(tx, await clock.agreedNow(tx)));
-  }
-
-  /** Runs whose worker stopped heartbeating: back to the queue, or failed after max attempts. */
-  async #recoverExpiredLeases(tx: Queryable, now: Date): Promise<void> {
-    const { config, metrics, log } = this.#deps;
-    const expired = await lockExpiredLeases(tx, now, [...this.#active.keys()]);
-    if (!expired.length) return;
-    const retry = expired.filter((r) => r.attempts < config.worker.maxAttempts);
-    // In organization order: failing a one-off task's run completes the task, which updates its
-    // organization's row (active-task count); schedulers take those rows in the same order.
-    const giveUp = expired
-      .filter((r) => r.attempts >= config.worker.maxAttempts)
-      // Code-point order of the canonical text is PostgreSQL's uuid order (byte order).
-      .sort((a, b) =>
-        a.organization_id < b.organization_id ? -1 : a.organization_id > b.organization_id ? 1 : 0,
-      );
-    await requeueRuns(
-      tx,
-      retry.map((r) => r.id),
-    );
-    for (const r of giveUp) {
-      const failed = await recordRunEndAndQueueDeliveries(tx, r.id, null, {
-        status: 'failed',
-        output: null,
-        error: `The run was started ${r.attempts} times and each time its worker stopped responding before it finished; it is not retried again`,
-        completedAt: now,
-      });
-      if (failed?.delivery_status === 'pending') await notify(tx, 'svc_deliveries');
-    }
-    // Requeued runs, and places freed by failed ones, are claimable by every worker once this
-    // transaction commits (when the notification is sent), not only by this one.
-    await notify(tx, 'svc_runs');
-    metrics.leasesExpired.inc({ action: 'retried' }, retry.length);
-    metrics.leasesExpired.inc({ action: 'failed' }, giveUp.length);
-    log.warn(
-      { retried: retry.map((r) => r.id), failed: giveUp.map((r) => r.id) },
-      'runs with an expired lease recovered (their worker stopped heartbeating)',
+    await db.transaction(async (tx) =>
+      recoverExpiredLeases(this.#deps, tx, await clock.agreedNow(tx), [...this.#active.keys()]),
     );
   }
 
   /** `context` undefined: the task was deleted while its run was being claimed. */
-  #begin(run: RunRow, context: RunContextRow | undefined): void {
-    const controller = new AbortController();
+  #begin(run: RunRow, context: RunContextRow | undefined, controller = new AbortController()): Promise<void> {
     const timeout = setTimeout(
       () => controller.abort('timeout' satisfies AbortReason),
       this.#deps.config.worker.runTimeoutMs,
@@ -275,6 +297,7 @@ export class RunWorker {
       })
       .then(() => this.#runLeft(run));
     this.#loop.track(controller, active.done);
+    return active.done;
   }
 
   /**

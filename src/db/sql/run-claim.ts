@@ -2,6 +2,7 @@ import type { Queryable } from '../db.ts';
 import { LOCK_CLASSES } from './advisory-locks.ts';
 import { RUN_CONTEXT_COLUMNS, type RunContextRow, runContextFromJson } from './run-context.ts';
 import { type RunRow, runFromJson } from './runs.ts';
+import type { Statement } from './statement-batch.ts';
 
 /**
  * The worker's claim of pending runs (the queue itself is described in run-queue.ts).
@@ -157,7 +158,7 @@ export function pickStatement(o: ClaimOptions): { sql: string; params: unknown[]
 
 /** Claims up to `limit` pending runs, with their context (see above). */
 export async function claimRuns(db: Queryable, o: ClaimOptions): Promise<Claim> {
-  type Item = { picked: number } | { run: RunRow; context: RunContextRow | null };
+  type Item = { picked: number } | ClaimedJson;
   const rows = await db.query<{ item: Item }>(CLAIM_STATEMENT, [
     LOCK_CLASSES.runClaimOrganization,
     PICK,
@@ -168,11 +169,52 @@ export async function claimRuns(db: Queryable, o: ClaimOptions): Promise<Claim> 
   const runs: ClaimedRun[] = [];
   for (const { item } of rows) {
     if ('picked' in item) picked = item.picked;
-    else
-      runs.push({
-        run: runFromJson(item.run),
-        context: item.context ? runContextFromJson(item.context) : undefined,
-      });
+    else runs.push(claimedFromJson(item));
   }
   return { runs, picked };
 }
+
+type ClaimedJson = { run: RunRow; context: RunContextRow | null };
+
+function claimedFromJson(item: ClaimedJson): ClaimedRun {
+  return { run: runFromJson(item.run), context: item.context ? runContextFromJson(item.context) : undefined };
+}
+
+/**
+ * A run just created, claimed in the statement batch that created it (run now in a process whose
+ * worker has a free place: see RunHandoff). The same lock and the same CLAIM as claimRuns, for
+ * the run's organization only: the organization's running runs are counted under its lock, and
+ * the run is taken only when the fair ranking within the organization takes it (no older run of
+ * the organization is waiting) and `orgLimit` leaves it a place. Otherwise it stays pending.
+ * `limit` is 1 and `runs` the new run alone. Two statements of a batch: the lock, then the claim,
+ * whose first row carries the claimed runs (claimedRunOf reads it).
+ */
+export function claimCreatedRunStatements(
+  o: ClaimOptions,
+  organizationId: string,
+  runId: string,
+): Statement[] {
+  return [
+    { sql: LOCK_ORGANIZATION_CLAIMS, params: [LOCK_CLASSES.runClaimOrganization, organizationId] },
+    {
+      sql: CLAIM_IN_BATCH,
+      params: [
+        claimArgs({ ...o, limit: 1 }),
+        JSON.stringify({ organizations: [organizationId], runs: [runId] }),
+      ],
+    },
+  ];
+}
+
+/** The run claimed by claimCreatedRunStatements, from its claim statement's first row. */
+export function claimedRunOf(row: Record<string, unknown> | undefined): ClaimedRun | undefined {
+  const claimed = row && (Object.values(row)[0] as ClaimedJson[] | null);
+  const first = claimed?.[0];
+  return first ? claimedFromJson(first) : undefined;
+}
+
+/** The organization's claim lock, as svc_lock_then_query takes it (key: hashtext of its id). */
+const LOCK_ORGANIZATION_CLAIMS =
+  'SELECT true AS locked FROM (SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))) AS l';
+/** CLAIM with its parameters typed (svc_lock_then_query prepares it with their types, svc_batch infers them). */
+const CLAIM_IN_BATCH = CLAIM.replaceAll(/\$([12])\b/g, '($$$1::jsonb)');

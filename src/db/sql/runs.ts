@@ -1,6 +1,4 @@
 import type { Queryable } from '../db.ts';
-import { runStatementBatch } from './statement-batch.ts';
-import { LOCK_TASK_SQL } from './tasks.ts';
 
 export type RunStatus = 'pending' | 'running' | 'completed' | 'failed';
 export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
@@ -84,7 +82,7 @@ export interface NewRun {
  * exists in the organization. (Scheduled runs are inserted a batch at a time by
  * insertSlotRuns, scheduler.ts, the same way.)
  */
-const insertRunStatement = (from: string, filter = '') => `WITH run AS (
+export const insertRunStatement = (from: string, filter = '') => `WITH run AS (
        INSERT INTO runs (id, organization_id, task_id, slot_at, trigger, status, created_at,
                          replay_of, replay_context_at, replay_slot_at, model)
        SELECT $1, t.organization_id, t.id, $4, $5, 'pending', $6, $7, $8, $9, $10
@@ -100,11 +98,11 @@ const INSERT_RUN_SQL = `${INSERT_RUN} SELECT * FROM run`;
  * The same, and NOTIFY svc_runs named by the run's id (sent at the commit) in the same
  * statement: one round trip fewer before the commit that the workers wait for.
  */
-const SELECT_RUN_NOTIFIED = `SELECT run.* FROM run
+export const SELECT_RUN_NOTIFIED = `SELECT run.* FROM run
      CROSS JOIN LATERAL (SELECT pg_notify('svc_runs', run.id::text)) AS notified`;
 const INSERT_RUN_NOTIFY_SQL = `${INSERT_RUN} ${SELECT_RUN_NOTIFIED}`;
 
-const insertParams = (row: NewRun) => [
+export const insertParams = (row: NewRun) => [
   row.id,
   row.organizationId,
   row.taskId,
@@ -116,41 +114,6 @@ const insertParams = (row: NewRun) => [
   row.replay?.slotAt ?? null,
   row.replay?.model ?? null,
 ];
-
-/**
- * Run now's common case in one round trip (runStatementBatch): the task's row locked, then the
- * run inserted with its ledger row and its NOTIFY svc_runs, only when nothing could refuse it:
- * no run of the task in flight (read after the lock is held, so a run created by a run now that
- * held it before is seen), no monthly cost limit on the task, and an organization whose plan
- * and overrides set no run limit. Undefined when any of that does not hold, or the task is not
- * the organization's: the caller then decides in a transaction of its own, which checks
- * everything again and says why. The conditions are the refusals' own or stricter, so a run
- * created here is one the transaction would have created.
- */
-export async function insertRunIfUnrestricted(
-  db: Queryable,
-  row: NewRun,
-  limitedPlans: readonly string[],
-): Promise<RunRow | undefined> {
-  const [, run] = await runStatementBatch(db, [
-    {
-      sql: LOCK_TASK_SQL,
-      params: [row.organizationId, row.taskId],
-    },
-    { sql: INSERT_UNRESTRICTED_RUN_SQL, params: [...insertParams(row), limitedPlans] },
-  ]);
-  return run ? runFromJson(run as unknown as RunRow) : undefined;
-}
-
-const INSERT_UNRESTRICTED_RUN_SQL = `${insertRunStatement(
-  'tasks t JOIN organizations o ON o.id = t.organization_id',
-  `
-          AND t.monthly_cost_limit_cents IS NULL
-          -- No run limit: an override's (null: unlimited), else the plan's.
-          AND CASE WHEN o.limit_overrides ? 'runsLimit' THEN jsonb_typeof(o.limit_overrides -> 'runsLimit') = 'null'
-                   ELSE o.plan <> ALL ($11::text[]) END
-          AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.id AND r.status IN ('pending', 'running'))`,
-)} ${SELECT_RUN_NOTIFIED}`;
 
 /**
  * Creates a pending run and its usage-ledger row in one statement (`notify`: with NOTIFY
