@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
 import { modelExecutor } from '../src/runner/model-executor.ts';
 import { RunWorker } from '../src/worker/worker.ts';
+import { TEST_DATABASE_URL } from './helpers/db.ts';
 import type { ModelServer } from './helpers/model-server.ts';
 import { finishedRun, newTask, type Org, runNow, startWorkerService, unlimited } from './helpers/runs.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
@@ -352,4 +354,50 @@ test('a worker-only process serves /healthz, /readyz and /metrics, and nothing o
   } finally {
     await svc.close();
   }
+});
+
+describe('a place given to the next run while the last answer is recorded', () => {
+  test('a worker at its concurrency starts the next run while the usage of the last answer of the one before is still being written', {
+    skip:
+      !TEST_DATABASE_URL &&
+      'holding one write while others run needs PostgreSQL (the embedded database runs one statement at a time)',
+  }, async () => {
+    const { svc, model } = await startWorkerService(() => ({ content: 'done' }), {
+      SVC_WORKER_CONCURRENCY: '1',
+    });
+    // Usage writes wait for a lock this test holds: the first run's answer cannot be recorded
+    // until it is released.
+    const lockKey = Math.floor(Math.random() * 1_000_000_000);
+    const holder = new pg.Client({ connectionString: svc.testDb.url });
+    await holder.connect();
+    try {
+      await holder.query('SELECT pg_advisory_lock($1)', [lockKey]);
+      await svc.service.deps.db.exec(`
+        CREATE FUNCTION test_held_usage() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN PERFORM pg_advisory_xact_lock_shared(${lockKey}); RETURN NEW; END $$;
+        CREATE TRIGGER test_held_usage BEFORE INSERT ON usage_calls
+          FOR EACH ROW EXECUTE FUNCTION test_held_usage();`);
+      const org = await svc.createOrg('paid');
+      await unlimited(svc, org);
+      const first = await runNow(svc, org, (await newTask(svc, org)).id);
+      await waitFor('the first run to ask the model', async () => model.requests.length === 1 || undefined);
+      const second = await runNow(svc, org, (await newTask(svc, org)).id);
+      await waitFor('the second run to ask the model', async () => model.requests.length === 2 || undefined);
+      const [usage] = await svc.service.deps.db.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM usage_calls WHERE run_id = $1',
+        [first],
+      );
+      assert.equal(usage?.n, 0, "the first run's usage was still being written");
+      await holder.query('SELECT pg_advisory_unlock($1)', [lockKey]);
+      for (const id of [first, second]) {
+        const run = await finishedRun(svc, org, id);
+        assert.equal(run.status, 'completed');
+        assert.ok(run.tokensUsed > 0, 'its usage was recorded');
+      }
+    } finally {
+      await holder.end();
+      await svc.close();
+      await model.close();
+    }
+  });
 });

@@ -21,6 +21,13 @@ export interface RunJob {
    * acting on the answer; it never rejects (a write that failed for good is logged).
    */
   recordUsage(usage: CallUsage): Promise<void>;
+  /**
+   * The execution needs its place no more: the model's last answer has arrived and no source is
+   * open, so what is left is recording (the answer's usage first, then the result). The worker
+   * gives the place to the next run at once, so that claiming it overlaps the recording.
+   * Called at most once, optional for an executor.
+   */
+  executionDone?(): void;
 }
 
 /**

@@ -126,6 +126,8 @@ export function modelExecutor(deps: ExecutorDeps): RunExecutor {
             maxEventBytes: modelEventBytes(deps.config.model.maxOutputChars),
           },
           record: job.recordUsage,
+          // With a source open, closing it is still part of the execution.
+          ...(!opened && job.executionDone && { lastAnswer: job.executionDone }),
           messages,
           toolbox,
           ...(opened && { lostSignIn: opened.lostSignIn }),
@@ -156,6 +158,8 @@ interface LoopInput {
   outputLimits: AnswerLimits;
   /** Writes one call's usage to the ledger; awaited before the answer is acted on. */
   record: RunJob['recordUsage'];
+  /** Told when an answer with no tool call arrives: no model call follows it. */
+  lastAnswer?: () => void;
   messages: ChatCompletionMessageParam[];
   toolbox: Toolbox;
   /** An oauth source whose sign-in ran out during the run (its refresh failed), if one did. */
@@ -188,6 +192,9 @@ async function toolLoop(client: ModelClient, input: LoopInput): Promise<RunResul
       const call = { tokensUsed: answer.usage.totalTokens, costCents: input.cost(answer.usage) };
       totals.tokensUsed += call.tokensUsed;
       totals.costCents += call.costCents;
+      // No model call follows an answer without tool calls (the run ends, whatever the checks
+      // below say): its place can go to the next run while the answer is recorded.
+      if (!answer.message.tool_calls?.some((c) => c.type === 'function')) input.lastAnswer?.();
       // The provider has charged for this answer: on the ledger before anything else happens.
       await input.record({ providerCallId: answer.providerCallId, ...call });
       // An answer that arrived as the run was stopped is recorded, never acted on.

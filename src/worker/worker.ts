@@ -367,7 +367,10 @@ export class RunWorker {
     // The plan's run limit was decided when the run was created (domain/run-limit.ts): a run
     // that exists is executed.
     try {
-      result = await this.#executor.execute({ run, context, startedAt, recordUsage }, signal);
+      result = await this.#executor.execute(
+        { run, context, startedAt, recordUsage, executionDone: executed },
+        signal,
+      );
     } catch (err) {
       if (!signal.aborted) throw err;
     }
