@@ -265,6 +265,8 @@ export function peersMarkdown(r: PeerResults, systems: string[]): PartResult {
     ),
     '',
     ...PEERS_METHOD(r),
+    '',
+    ...PEERS_FINDINGS,
   ].join('\n');
   return { markdown, summary };
 }
@@ -282,4 +284,16 @@ const PEERS_METHOD = (r: PeerResults) => [
   `- **RSS**: VmRSS from /proc/<pid>/status of the worker process (concurrency 8) after 2 s with nothing to do, and the largest sample (every 50 ms) while ${fmt(r.sizes.queued)} jobs queued at once drain against the instant model. A peer's process is a worker (and, with a crontab or schedule, its scheduler), so the service's idle RSS is read for a worker process (\`SVC_ROLE=worker\`: the goal's figure) and for \`SVC_ROLE=scheduler,worker\` too, both started with the measured all-roles process on the same database and read at the same moment, then stopped before any work; the all-roles process is the one measured with jobs queued.`,
   "- **What the service does per run that the peers don't**: it checks the organization's run limit and cost limit and writes the usage ledger row with the run; it claims fairly across organizations (`SVC_ORG_CONCURRENCY`) under a claim lock with a lease, and renews leases while runs are out; it loads the task's context (task, skills, sources, organization) and builds the prompt; it records the model's usage and cost with the result, queues deliveries for the task's destinations (none here) and keeps slot records (exactly once per slot) for scheduled runs. The peers store a payload and delete (Graphile Worker) or mark (pg-boss, BullMQ) the job. The peers' figures are therefore a floor for work that does less, which is why the goal is to be ahead of them anyway.",
 ];
+/**
+ * What moved these measures, measured outside this bench with its own modules (serviceSystem,
+ * throughput, the light-load probes) on this machine, idle, interleaved before/after runs.
+ */
+const PEERS_FINDINGS = [
+  '### Findings',
+  '',
+  '- **Run now is claimed at its creation** when the answering process\'s worker has a free place (docs/architecture.md, "Claimed at its creation"): the statement batch that creates the run also takes the organization\'s claim lock and claims it, so no NOTIFY, wake-up or claim round trip comes between the commit and the start. Inside the service, request → model request went from about 4.3 ms to 3.2–3.7 ms; enqueue → start as this bench measures it (interleaved runs of 100 probes, old and new code): p50 5.0–5.9 ms against 5.6–7.6 ms before.',
+  "- **A run's place goes to the next run when the model's last answer arrives** (an answer without tool calls, no source open), before that answer's usage is written: the next claim and start overlap the recording. With the 100 ms model at concurrency 8 the service went from 0.93× to 0.955–0.964× of the model-only ceiling; instant model, concurrency 8: 733–870 → 841–958 runs/s (later runs 1,000–1,150), concurrency 32: 860 → 1,070–1,270 runs/s; round trips per run (instant, concurrency 8) from 1.4 to 0.91.",
+  "- **Where the rest goes.** With the instant model at concurrency 32 the machine is CPU-bound: `perf` over all processes showed the PostgreSQL backends at about 37% of the samples, their executor at 23% (the claim, the end and the usage statements themselves, index insertion 4%, foreign-key triggers 2%), the functions that batch statements (svc_batch, svc_lock_then_query) at 3% beyond the statements they run, commit and WAL flush at 2.5%, socket writes at 3%. The service writes per run what the peers do not (a usage call row, the ledger row, the run's figures, the task's row when it changes, deliveries), and that is where its database CPU per run stays above pg-boss's. Tried and not kept: leaving a run's figures to its end when both are in one batch (one row version fewer per run) and one batch of writes in flight instead of two: no difference beyond the spread of the runs.",
+];
+
 const SLOT = 20;
