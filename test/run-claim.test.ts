@@ -91,6 +91,46 @@ async function everyRunEnded(db: TestService['service']['deps']['db']): Promise<
   );
 }
 
+/**
+ * The database's own record: at the start of every run, the runs of its organization started
+ * before it and not yet ended (itself included) are within `limit`; and every one of the
+ * `count` runs completed at its first attempt.
+ */
+async function assertLimitHeldAndEachRunOnce(
+  db: TestService['service']['deps']['db'],
+  limit: number,
+  count: number,
+): Promise<void> {
+  const over = await db.query<{ id: string; n: number }>(
+    `SELECT r.id, (SELECT count(*)::int FROM runs o
+                    WHERE o.organization_id = r.organization_id
+                      AND o.started_at <= r.started_at AND o.completed_at > r.started_at) AS n
+       FROM runs r`,
+  );
+  assert.deepEqual(
+    over.filter((r) => r.n > limit),
+    [],
+  );
+  const runs = await db.query<{ status: string; attempts: number }>('SELECT status, attempts FROM runs');
+  assert.equal(runs.length, count);
+  assert.ok(
+    runs.every((r) => r.status === 'completed' && r.attempts === 1),
+    JSON.stringify(runs),
+  );
+}
+
+/** `n` workers on the service's Deps, each executing with `recordingExecutor` (10 to 50 ms a run). */
+function recordingWorkers(svc: TestService, c: Concurrency, n: number): RunWorker[] {
+  return Array.from(
+    { length: n },
+    () =>
+      new RunWorker(
+        svc.service.deps,
+        recordingExecutor(c, () => sleep(10 + Math.random() * 40)),
+      ),
+  );
+}
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 describe(`claims by several workers at once (${backendName})`, () => {
@@ -104,14 +144,7 @@ describe(`claims by several workers at once (${backendName})`, () => {
       },
     });
     const c = new Concurrency();
-    const workers = Array.from(
-      { length: 4 },
-      () =>
-        new RunWorker(
-          svc.service.deps,
-          recordingExecutor(c, () => sleep(10 + Math.random() * 40)),
-        ),
-    );
+    const workers = recordingWorkers(svc, c, 4);
     try {
       const orgs: Org[] = [];
       for (let o = 0; o < 5; o++) {
@@ -131,24 +164,7 @@ describe(`claims by several workers at once (${backendName})`, () => {
           `at most ${ORG_LIMIT} runs of one organization at once: ${[...c.peak.values()].join(',')}`,
         );
       }
-      // The database's own record: at the start of every run, the runs of its organization
-      // started before it and not yet ended (itself included) are within the limit.
-      const over = await db.query<{ id: string; n: number }>(
-        `SELECT r.id, (SELECT count(*)::int FROM runs o
-                        WHERE o.organization_id = r.organization_id
-                          AND o.started_at <= r.started_at AND o.completed_at > r.started_at) AS n
-           FROM runs r`,
-      );
-      assert.deepEqual(
-        over.filter((r) => r.n > ORG_LIMIT),
-        [],
-      );
-      const runs = await db.query<{ status: string; attempts: number }>('SELECT status, attempts FROM runs');
-      assert.equal(runs.length, 60);
-      assert.ok(
-        runs.every((r) => r.status === 'completed' && r.attempts === 1),
-        JSON.stringify(runs),
-      );
+      await assertLimitHeldAndEachRunOnce(db, ORG_LIMIT, 60);
     } finally {
       await Promise.all(workers.map((w) => w.stop(1_000)));
       await svc.close();
@@ -165,14 +181,7 @@ describe(`claims by several workers at once (${backendName})`, () => {
       },
     });
     const c = new Concurrency();
-    const workers = Array.from(
-      { length: 3 },
-      () =>
-        new RunWorker(
-          svc.service.deps,
-          recordingExecutor(c, () => sleep(10 + Math.random() * 40)),
-        ),
-    );
+    const workers = recordingWorkers(svc, c, 3);
     // The last worker started takes the run nows' places (RunHandoff); count what it begins.
     const { runHandoff } = svc.service.deps;
     const reserve = runHandoff.reserve.bind(runHandoff);
@@ -208,22 +217,7 @@ describe(`claims by several workers at once (${backendName})`, () => {
       await everyRunEnded(db);
       for (const org of orgs)
         assert.ok((c.peak.get(org.organizationId) ?? 0) <= ORG_LIMIT, [...c.peak.values()].join(','));
-      const over = await db.query<{ n: number }>(
-        `SELECT (SELECT count(*)::int FROM runs o
-                  WHERE o.organization_id = r.organization_id
-                    AND o.started_at <= r.started_at AND o.completed_at > r.started_at) AS n
-           FROM runs r`,
-      );
-      assert.deepEqual(
-        over.filter((r) => r.n > ORG_LIMIT),
-        [],
-      );
-      const runs = await db.query<{ status: string; attempts: number }>('SELECT status, attempts FROM runs');
-      assert.equal(runs.length, tasks.length);
-      assert.ok(
-        runs.every((r) => r.status === 'completed' && r.attempts === 1),
-        JSON.stringify(runs),
-      );
+      await assertLimitHeldAndEachRunOnce(db, ORG_LIMIT, tasks.length);
       assert.ok(begunAtCreation > 0, 'some runs were claimed at their creation');
       assert.ok(begunAtCreation < tasks.length, 'and the others through the queue');
     } finally {

@@ -28,21 +28,16 @@ describe('run now', () => {
         taskId,
       ])
     )[0]?.n;
+  const newRun = (org: Org, taskId: string) => ({
+    id: randomUUID(),
+    organizationId: org.organizationId,
+    taskId,
+    slotAt: null,
+    trigger: 'manual' as const,
+    now: new Date(),
+  });
   const fastPath = async (org: Org, taskId: string) =>
-    (
-      await insertRunIfUnrestricted(
-        svc.testDb.db,
-        {
-          id: randomUUID(),
-          organizationId: org.organizationId,
-          taskId,
-          slotAt: null,
-          trigger: 'manual',
-          now: new Date(),
-        },
-        LIMITED_PLANS,
-      )
-    )?.run;
+    (await insertRunIfUnrestricted(svc.testDb.db, newRun(org, taskId), LIMITED_PLANS))?.run;
 
   test('ten run nows of one task at once create one run; the others are told a run is in flight', async () => {
     const task = await newTask(svc, paid);
@@ -133,19 +128,13 @@ describe('run now', () => {
   });
 
   const created = (org: Org, taskId: string, orgLimit = 2) =>
-    insertRunIfUnrestricted(
-      svc.testDb.db,
-      {
-        id: randomUUID(),
-        organizationId: org.organizationId,
-        taskId,
-        slotAt: null,
-        trigger: 'manual',
-        now: new Date(),
-      },
-      LIMITED_PLANS,
-      { workerId: 'handoff-test-worker', now: null, leaseMs: 60_000, limit: 1, orgLimit },
-    );
+    insertRunIfUnrestricted(svc.testDb.db, newRun(org, taskId), LIMITED_PLANS, {
+      workerId: 'handoff-test-worker',
+      now: null,
+      leaseMs: 60_000,
+      limit: 1,
+      orgLimit,
+    });
   const statusOf = async (runId: string) =>
     (
       await svc.testDb.db.query<{ status: string; lease_owner: string | null }>(
