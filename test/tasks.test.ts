@@ -194,6 +194,57 @@ describe('tasks', () => {
     assert.deepEqual(unchanged.body.skillIds, [skill.body.id]);
   });
 
+  test("a small organization's list beside a large one, once the table is analysed, is its own tasks, newest first", async () => {
+    const small = await svc.createOrg('paid');
+    const large = await svc.createOrg('paid');
+    const mine: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await create(
+        { organizationId: small.organizationId, name: `Mine ${i}`, prompt: 'p', schedule: 'daily' },
+        small.apiKey,
+      );
+      assert.equal(res.status, 201, res.raw);
+      mine.push(res.body.id);
+    }
+    const model = await create(
+      {
+        organizationId: large.organizationId,
+        name: 'Theirs',
+        prompt: 'p',
+        schedule: 'daily',
+      },
+      large.apiKey,
+    );
+    assert.equal(model.status, 201, model.raw);
+    // Many tasks of the other organization, copied in SQL, then statistics that say so.
+    await svc.testDb.db.query(
+      `INSERT INTO tasks SELECT (jsonb_populate_record(t, jsonb_build_object('id', gen_random_uuid()))).*
+         FROM tasks t CROSS JOIN generate_series(1, 500) WHERE t.id = $1`,
+      [model.body.id],
+    );
+    await svc.testDb.db.exec('ANALYZE tasks');
+    // The documented order, read from the table itself (this test's tasks share one creation time).
+    const newestFirst = (
+      await svc.testDb.db.query<{ id: string }>(
+        'SELECT id FROM tasks WHERE organization_id = $1 ORDER BY created_at DESC, id DESC',
+        [small.organizationId],
+      )
+    ).map((r) => r.id);
+    assert.deepEqual([...newestFirst].sort(), [...mine].sort());
+    for (let round = 0; round < 7; round++) {
+      const list = await svc.call({
+        method: 'GET',
+        url: `/api/svc/tasks?organizationId=${small.organizationId}`,
+        key: small.apiKey,
+      });
+      assert.equal(list.status, 200, list.raw);
+      assert.deepEqual(
+        list.body.map((t: { id: string }) => t.id),
+        newestFirst,
+      );
+    }
+  });
+
   test('pausing clears nextRunAt and resuming computes it from now', async () => {
     const t = (await create({ ...base(), schedule: 'hourly' })).body;
     const url = `/api/svc/tasks/${t.id}`;

@@ -73,7 +73,10 @@ export const SELECT_WITH_LINKS = `
 // Statement texts are built once: the Db seam names prepared statements by their text, and a
 // text assembled on every call would be hashed and compared in full on every call.
 const FIND_TASK = `${SELECT_WITH_LINKS} WHERE t.organization_id = $1 AND t.id = $2`;
-const LIST_TASKS = `${SELECT_WITH_LINKS} WHERE t.organization_id = $1 ORDER BY t.created_at DESC, t.id DESC`;
+// The organization's tasks through svc_organization_tasks (migration 0022): planned once, not
+// for each organization's size at each request.
+const LIST_TASKS = `${SELECT_WITH_LINKS.replace('FROM tasks t', 'FROM svc_organization_tasks($1) t')}
+  ORDER BY t.created_at DESC, t.id DESC`;
 
 export async function findTask(
   db: Queryable,
