@@ -114,8 +114,11 @@ describe('canceling a running run', () => {
       destinations: [{ type: 'email', value: 'ops@example.com' }],
     });
     const runId = await runNow(svc, org, task.id);
-    await waitFor('the stdio server to start', async () => (existsSync(pidFile) ? true : undefined));
-    const pid = Number(readFileSync(pidFile, 'utf8'));
+    // The file may exist before its content is written: wait for the number itself.
+    const pid = await waitFor('the stdio server to start', async () => {
+      const written = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : 0;
+      return written > 0 ? written : undefined;
+    });
     assert.ok(pid > 0);
     return { task, runId, pid, pidFile };
   }
