@@ -202,6 +202,16 @@ function plan(testFiles: string[]): Job[] {
   return [...batches, ...alone].sort((a, b) => b.seconds - a.seconds);
 }
 
+/**
+ * The part of a batch's output where node's spec reporter repeats its failing tests with their
+ * errors ("✖ failing tests:" to the end). Printed again under the summary: a CI log is often
+ * read from its end, and the batch's own output may be long scrolled away by then.
+ */
+function failingTests(output: string): string {
+  const at = output.lastIndexOf('✖ failing tests:');
+  return at < 0 ? '' : output.slice(at, at + 20_000);
+}
+
 interface Outcome {
   code: number;
   output: string;
@@ -237,9 +247,11 @@ function counts(output: string): Record<string, number> {
  * Runs the jobs LANES at a time, longest first. A job's output is printed whole when it ends, so
  * the output of two jobs does not interleave.
  */
-async function runJobs(jobs: Job[]): Promise<{ failed: Job[]; totals: Record<string, number> }> {
+async function runJobs(
+  jobs: Job[],
+): Promise<{ failed: (Job & { failures: string })[]; totals: Record<string, number> }> {
   const queue = [...jobs];
-  const failed: Job[] = [];
+  const failed: (Job & { failures: string })[] = [];
   const totals: Record<string, number> = {};
   const lane = async () => {
     for (let job = queue.shift(); job; job = queue.shift()) {
@@ -249,7 +261,7 @@ async function runJobs(jobs: Job[]): Promise<{ failed: Job[]; totals: Record<str
       const { code, output } = await nodeTest([...isolation, ...flags, ...job.files], true);
       process.stdout.write(`\n── ended: ${what}: ${job.files.join(' ')}\n${output}`);
       for (const [k, n] of Object.entries(counts(output))) totals[k] = (totals[k] ?? 0) + n;
-      if (code !== 0) failed.push(job);
+      if (code !== 0) failed.push({ ...job, failures: failingTests(output) });
     }
   };
   await Promise.all(Array.from({ length: LANES }, lane));
@@ -269,6 +281,8 @@ if (files.length > 0) {
       .map(([k, n]) => `${k} ${n}`)
       .join(', ')}\n`,
   );
-  for (const job of failed) process.stdout.write(`✖ failed: ${job.files.join(' ')}\n`);
+  for (const job of failed) {
+    process.stdout.write(`✖ failed: ${job.files.join(' ')}\n${job.failures}\n`);
+  }
   process.exitCode = failed.length > 0 || beside.code !== 0 ? 1 : 0;
 }
