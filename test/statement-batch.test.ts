@@ -113,6 +113,23 @@ describe(`several statements in one round trip (${backendName})`, () => {
     assert.deepEqual(rows, [{ n: 0 }, { n: 1 }, { n: 2 }]);
   });
 
+  test('a statement first prepared in a batch that was rolled back, or on a connection whose settings were reset, runs again in the next batch', async () => {
+    // A new text: prepared by the failing batch below, on the transaction's one connection. The
+    // statement outlives the rollback (PREPARE is not transactional), the mark that it was
+    // prepared does not (a setting): the next batch must find it, not prepare it again.
+    const sql = `SELECT 10 / $1::int AS x -- ${randomUUID()}`;
+    const results = await t.db.transaction(async (tx) => {
+      await tx.exec('SAVEPOINT before_batch');
+      await assert.rejects(runStatementBatch(tx, [{ sql, params: [0] }]), /division by zero/);
+      await tx.exec('ROLLBACK TO SAVEPOINT before_batch');
+      const again = await runStatementBatch(tx, [{ sql, params: [2] }]);
+      await tx.exec('RESET ALL');
+      const afterReset = await runStatementBatch(tx, [{ sql, params: [5] }]);
+      return [again, afterReset];
+    });
+    assert.deepEqual(results, [[{ x: 5 }], [{ x: 2 }]]);
+  });
+
   test('the statements are planned once, without sequential scans, so a plan made on empty tables still uses the indexes', async () => {
     const [settings] = await runStatementBatch(t.db, [
       {
