@@ -2,8 +2,10 @@
 // in migration 0021): the worker records its runs' usage and ends with it, so it must behave
 // as the same statements sent one by one inside a transaction.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import type { Db } from '../src/db/db.ts';
+import { openPostgres } from '../src/db/postgres.ts';
 import { parameterText, runStatementBatch } from '../src/db/sql/statement-batch.ts';
 import { backendName, createTestDb, type TestDb } from './helpers/db.ts';
 
@@ -128,6 +130,75 @@ describe(`several statements in one round trip (${backendName})`, () => {
       return [again, afterReset];
     });
     assert.deepEqual(results, [[{ x: 5 }], [{ x: 2 }]]);
+  });
+
+  test('a text is sent until a batch carrying it commits, then named only; emptied of its kept texts, the database gets them again', async () => {
+    const sql = `SELECT $1::int * 3 AS x -- ${randomUUID()}`;
+    const name = `svc_batch_${createHash('md5').update(sql).digest('hex')}`;
+    const kept = async () =>
+      (
+        await t.db.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM svc_statement_texts WHERE text = $1 AND name = $2',
+          [sql, name],
+        )
+      )[0]?.n;
+    // A connection that has not prepared the statement: a new one on PostgreSQL; on the
+    // embedded database, its one connection with the statement deallocated and unmarked.
+    const unprepared = async (run: (db: Db) => Promise<void>) => {
+      if (t.url) {
+        const other = await openPostgres(t.url, 1, () => undefined);
+        try {
+          await run(other);
+        } finally {
+          await other.close();
+        }
+        return;
+      }
+      await t.db.exec(`DEALLOCATE ${name}`);
+      await t.db.query("SELECT set_config('svc_prepared.' || $1, '', false) AS unmarked", [name]);
+      await run(t.db);
+    };
+    // Inside a transaction that rolls back, the text is carried and nothing of it is kept.
+    await assert.rejects(
+      t.db.transaction(async (tx) => {
+        assert.deepEqual(await runStatementBatch(tx, [{ sql, params: [1] }]), [{ x: 3 }]);
+        throw new Error('rolled back');
+      }),
+      /rolled back/,
+    );
+    assert.equal(await kept(), 0);
+    assert.deepEqual(await runStatementBatch(t.db, [{ sql, params: [2] }]), [{ x: 6 }]);
+    assert.equal(await kept(), 1, 'kept once its batch committed');
+    // What each batch sent: whether it carried its texts.
+    const carried: boolean[] = [];
+    const watched = (db: Db): Db => ({
+      ...db,
+      query: (text, params) => {
+        if (text.includes('svc_batch')) carried.push('texts' in JSON.parse(String(params?.[0])));
+        return db.query(text, params);
+      },
+    });
+    // Named only from now on: a connection that never prepared it reads the kept text.
+    await unprepared(async (db) => {
+      assert.deepEqual(await runStatementBatch(watched(db), [{ sql, params: [3] }]), [{ x: 9 }]);
+    });
+    assert.deepEqual(carried, [false]);
+    // Kept texts removed by hand: the name alone is refused, and the batch goes again with its text.
+    await t.db.exec('DELETE FROM svc_statement_texts');
+    await unprepared(async (db) => {
+      assert.deepEqual(await runStatementBatch(watched(db), [{ sql, params: [4] }]), [{ x: 12 }]);
+    });
+    assert.deepEqual(carried, [false, false, true]);
+    assert.equal(await kept(), 1, 'kept again');
+  });
+
+  test('a batch that names a statement neither prepared nor kept fails with SQLSTATE SVC01', async () => {
+    await assert.rejects(
+      t.db.query(
+        'SELECT item FROM svc_batch(\'{"names": ["svc_batch_nothing"], "statements": []}\'::jsonb) AS item',
+      ),
+      (err: { code?: string }) => err.code === 'SVC01',
+    );
   });
 
   test('the statements are planned once, without sequential scans, so a plan made on empty tables still uses the indexes', async () => {

@@ -1,4 +1,5 @@
-import type { Queryable } from '../db.ts';
+import { hash } from 'node:crypto';
+import type { Db, Queryable } from '../db.ts';
 
 /**
  * Several statements in one round trip and one transaction (svc_batch, migration 0021): what a
@@ -8,8 +9,10 @@ import type { Queryable } from '../db.ts';
  *
  * Each statement must return rows (a SELECT, or a write with RETURNING), and only its first row
  * comes back; its text must be a constant of the code (each text is prepared once per
- * connection, named by its digest). Parameters travel as text, each cast by the database to the
- * type the statement's text gives it, as the driver's own parameters are.
+ * connection, named by its digest, and sent only until a batch carrying it has committed:
+ * svc_statement_texts keeps it for the connections that have not prepared it yet).
+ * Parameters travel as text, each cast by the database to the type the statement's text gives
+ * it, as the driver's own parameters are.
  */
 export interface Statement {
   sql: string;
@@ -18,12 +21,42 @@ export interface Statement {
 
 const BATCH = 'SELECT item FROM svc_batch($1::jsonb) AS item';
 
+/** Names by text: a text is hashed once per process. */
+const statementNames = new Map<string, string>();
+/** The name a text is prepared under (svc_batch: `svc_batch_` and the md5 of the text). */
+function statementName(text: string): string {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    name = `svc_batch_${hash('md5', text)}`;
+    statementNames.set(text, name);
+  }
+  return name;
+}
+
+/**
+ * Texts a batch of this process carried and committed: they are in svc_statement_texts
+ * (migration 0024), so later batches send only their names. Only a batch sent outside a
+ * caller's transaction commits by itself; one inside a transaction always carries its texts,
+ * since that transaction may still roll back what it wrote.
+ */
+const textsKept = new Set<string>();
+
+/** The error svc_batch raises for a name it has neither prepared nor kept (SQLSTATE SVC01). */
+function isUnknownStatement(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === 'SVC01';
+}
+
+/** A Db commits each statement by itself; the Queryable of a transaction is not one. */
+function commitsByItself(db: Queryable): db is Db {
+  return 'backend' in db;
+}
+
 /** The first row of each statement, by position (undefined: it returned no row). */
 export async function runStatementBatch(
   db: Queryable,
   statements: readonly Statement[],
 ): Promise<(Record<string, unknown> | undefined)[]> {
-  // Each distinct text is sent once per batch: a batch often repeats one statement per run.
+  // Each distinct text is named once per batch: a batch often repeats one statement per run.
   const texts: string[] = [];
   const textIndex = new Map<string, number>();
   const items = statements.map((s) => {
@@ -34,9 +67,22 @@ export async function runStatementBatch(
     }
     return [i, s.params.map(parameterText)];
   });
-  const rows = await db.query<{ item: [number, Record<string, unknown>] }>(BATCH, [
-    JSON.stringify({ texts, statements: items }),
-  ]);
+  const names = texts.map(statementName);
+  const send = (withTexts: boolean) =>
+    db.query<{ item: [number, Record<string, unknown>] }>(BATCH, [
+      JSON.stringify(withTexts ? { names, texts, statements: items } : { names, statements: items }),
+    ]);
+  const autocommit = commitsByItself(db);
+  const namesOnly = autocommit && texts.every((t) => textsKept.has(t));
+  let rows: { item: [number, Record<string, unknown>] }[];
+  try {
+    rows = await send(!namesOnly);
+  } catch (err) {
+    // The kept texts were removed (by hand): nothing ran; the batch goes again with its texts.
+    if (!namesOnly || !isUnknownStatement(err)) throw err;
+    rows = await send(true);
+  }
+  if (autocommit) for (const t of texts) textsKept.add(t);
   const out: (Record<string, unknown> | undefined)[] = statements.map(() => undefined);
   for (const { item } of rows) out[item[0]] = item[1];
   return out;
