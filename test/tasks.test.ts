@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { openPostgres } from '../src/db/postgres.ts';
+import { pageTaskRows } from '../src/db/sql/list-pages.ts';
 import { ManualClock } from '../src/lib/clock.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
 
@@ -242,6 +244,53 @@ describe('tasks', () => {
         list.body.map((t: { id: string }) => t.id),
         newestFirst,
       );
+    }
+  });
+
+  test('a page of tasks keeps one plan for every organization once the table is analysed, where a plain statement was planned anew at each request', async () => {
+    const small = await svc.createOrg('paid');
+    const large = await svc.createOrg('paid');
+    for (let i = 0; i < 3; i++) {
+      const res = await create(
+        { organizationId: small.organizationId, name: `Mine ${i}`, prompt: 'p', schedule: 'daily' },
+        small.apiKey,
+      );
+      assert.equal(res.status, 201, res.raw);
+    }
+    const model = await create(
+      { organizationId: large.organizationId, name: 'Theirs', prompt: 'p', schedule: 'daily' },
+      large.apiKey,
+    );
+    assert.equal(model.status, 201, model.raw);
+    const { db } = svc.testDb;
+    await db.query(
+      `INSERT INTO tasks SELECT (jsonb_populate_record(t, jsonb_build_object('id', gen_random_uuid()))).*
+         FROM tasks t CROSS JOIN generate_series(1, 2000) WHERE t.id = $1`,
+      [model.body.id],
+    );
+    await db.exec('ANALYZE tasks');
+    // One connection, whose prepared statements are its own to read: a new one on PostgreSQL.
+    const one = svc.testDb.url ? await openPostgres(svc.testDb.url, 1, () => undefined) : db;
+    try {
+      const plans = async (like: string) =>
+        (
+          await one.query<{ generic: number; custom: number }>(
+            `SELECT generic_plans::int AS generic, custom_plans::int AS custom
+               FROM pg_prepared_statements WHERE statement LIKE $1`,
+            [like],
+          )
+        )[0];
+      const plain = `SELECT id FROM tasks WHERE organization_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2 -- ${randomUUID()}`;
+      for (let i = 0; i < 10; i++) {
+        assert.equal((await pageTaskRows(one, small.organizationId, 21)).length, 3);
+        assert.equal((await one.query(plain, [small.organizationId, 21])).length, 3);
+      }
+      // The plain statement: a plan for the values at each of its ten executions.
+      assert.deepEqual(await plans(`%${plain.slice(-36)}%`), { generic: 0, custom: 10 });
+      // The page: five plans for the values, as PostgreSQL tries first, then its one generic plan.
+      assert.deepEqual(await plans('%svc_task_page($1, NULL, NULL, $2)%'), { generic: 5, custom: 5 });
+    } finally {
+      if (one !== db) await one.close();
     }
   });
 

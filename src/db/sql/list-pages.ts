@@ -37,11 +37,20 @@ function texts(select: string, ts: string, id: string) {
   };
 }
 
-const TASKS = texts(
-  `${SELECT_WITH_LINKS.replace('SELECT t.*,', `SELECT t.*, ${micros('t.created_at')},`)} WHERE t.organization_id = $1`,
-  't.created_at',
-  't.id',
-);
+/**
+ * The tasks' page reads its rows through svc_task_page (migration 0025): planned once per
+ * connection whatever the organizations' sizes, where the plain statement was planned anew at
+ * each request once the table had been analysed. The same order and positions as `texts`.
+ */
+const taskPage = (from: string) =>
+  `${SELECT_WITH_LINKS.replace('SELECT t.*,', `SELECT t.*, ${micros('t.created_at')},`).replace(
+    'FROM tasks t',
+    `FROM ${from} t`,
+  )} ORDER BY t.created_at DESC, t.id DESC`;
+const TASKS = {
+  first: taskPage('svc_task_page($1, NULL, NULL, $2)'),
+  after: taskPage(`svc_task_page($1, ${instant('$2')}, $3::uuid, $4)`),
+};
 const byCreation = (table: string) =>
   texts(`SELECT *, ${micros('created_at')} FROM ${table} WHERE organization_id = $1`, 'created_at', 'id');
 const SKILLS = byCreation('skills');
