@@ -281,14 +281,30 @@ describe('tasks', () => {
           )
         )[0];
       const plain = `SELECT id FROM tasks WHERE organization_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2 -- ${randomUUID()}`;
-      for (let i = 0; i < 10; i++) {
-        assert.equal((await pageTaskRows(one, small.organizationId, 21)).length, 3);
-        assert.equal((await one.query(plain, [small.organizationId, 21])).length, 3);
-      }
-      // The plain statement: a plan for the values at each of its ten executions.
-      assert.deepEqual(await plans(`%${plain.slice(-36)}%`), { generic: 0, custom: 10 });
-      // The page: five plans for the values, as PostgreSQL tries first, then its one generic plan.
-      assert.deepEqual(await plans('%svc_task_page($1, NULL, NULL, $2)%'), { generic: 5, custom: 5 });
+      const page = '%svc_task_page($1, NULL, NULL, $2)%';
+      const run = async () => {
+        for (let i = 0; i < 10; i++) {
+          assert.equal((await pageTaskRows(one, small.organizationId, 21)).length, 3);
+          assert.equal((await one.query(plain, [small.organizationId, 21])).length, 3);
+        }
+      };
+      // PostgreSQL plans a prepared statement for its values at its first five executions, then
+      // keeps its generic plan if that is costed about as low. (The embedded database's one
+      // connection may have run the page before, in other tests.)
+      await run();
+      const before = await plans(page);
+      await run();
+      // The plain statement: a plan for the values at each of its twenty executions.
+      assert.deepEqual(await plans(`%${plain.slice(-36)}%`), { generic: 0, custom: 20 });
+      // The page: its one generic plan for the ten after the first ten.
+      const afterRuns = await plans(page);
+      assert.deepEqual(
+        {
+          generic: (afterRuns?.generic ?? 0) - (before?.generic ?? 0),
+          custom: (afterRuns?.custom ?? 0) - (before?.custom ?? 0),
+        },
+        { generic: 10, custom: 0 },
+      );
     } finally {
       if (one !== db) await one.close();
     }
