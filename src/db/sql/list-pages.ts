@@ -55,12 +55,15 @@ const byCreation = (table: string) =>
   texts(`SELECT *, ${micros('created_at')} FROM ${table} WHERE organization_id = $1`, 'created_at', 'id');
 const SKILLS = byCreation('skills');
 const SOURCES = byCreation('sources');
-const RUNS = byCreation('runs');
-
-const TASK_RUNS_SELECT = `SELECT *, ${micros('created_at')} FROM runs WHERE organization_id = $1 AND task_id = $2`;
-const TASK_RUNS_FIRST = `${TASK_RUNS_SELECT} ORDER BY created_at DESC, id DESC LIMIT $3`;
-const TASK_RUNS_AFTER = `${TASK_RUNS_SELECT} AND (created_at, id) < (${instant('$3')}, $4::uuid)
-  ORDER BY created_at DESC, id DESC LIMIT $5`;
+/** Runs' pages, of an organization or of one task, through svc_run_page (migration 0026), as tasks'. */
+const runPage = (args: string) =>
+  `SELECT r.*, ${micros('r.created_at')} FROM svc_run_page(${args}) r ORDER BY r.created_at DESC, r.id DESC`;
+const RUNS = {
+  first: runPage('$1, NULL, NULL, NULL, $2'),
+  after: runPage(`$1, NULL, ${instant('$2')}, $3::uuid, $4`),
+};
+const TASK_RUNS_FIRST = runPage('$1, $2, NULL, NULL, $3');
+const TASK_RUNS_AFTER = runPage(`$1, $2, ${instant('$3')}, $4::uuid, $5`);
 
 const SLOTS_FIRST = `SELECT slot_at, outcome, run_id, slots, reason, ${micros('slot_at')}
   FROM task_slots WHERE task_id = $1 ORDER BY slot_at DESC LIMIT $2`;
