@@ -38,7 +38,7 @@ function texts(select: string, ts: string, id: string) {
 }
 
 /**
- * The tasks' page reads its rows through svc_task_page (migration 0025): planned once per
+ * The tasks' page reads its rows through svc_task_page (migration 0024): planned once per
  * connection whatever the organizations' sizes, where the plain statement was planned anew at
  * each request once the table had been analysed. The same order and positions as `texts`.
  */
@@ -55,7 +55,7 @@ const byCreation = (table: string) =>
   texts(`SELECT *, ${micros('created_at')} FROM ${table} WHERE organization_id = $1`, 'created_at', 'id');
 const SKILLS = byCreation('skills');
 const SOURCES = byCreation('sources');
-/** Runs' pages, of an organization or of one task, through svc_run_page (migration 0026), as tasks'. */
+/** Runs' pages, of an organization or of one task, through svc_run_page (migration 0025), as tasks'. */
 const runPage = (args: string) =>
   `SELECT r.*, ${micros('r.created_at')} FROM svc_run_page(${args}) r ORDER BY r.created_at DESC, r.id DESC`;
 const RUNS = {

@@ -35,7 +35,7 @@ function statementName(text: string): string {
 
 /**
  * Texts a batch of this process carried and committed: they are in svc_statement_texts
- * (migration 0024), so later batches send only their names. Only a batch sent outside a
+ * (migration 0023), so later batches send only their names. Only a batch sent outside a
  * caller's transaction commits by itself; one inside a transaction always carries its texts,
  * since that transaction may still roll back what it wrote.
  */

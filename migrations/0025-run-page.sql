@@ -1,5 +1,5 @@
 -- A page of an organization's runs, or of one task's (GET /runs, GET /tasks/{id}/runs), planned
--- once per connection, as a page of tasks is (0025): organizations and tasks have runs by the
+-- once per connection, as a page of tasks is (0024): organizations and tasks have runs by the
 -- hundred thousand and by the handful, and the pages' plain statements were planned anew at
 -- each request once the table had been analysed with such differences. This function walks the
 -- organization's index, or the task's, in order and stops after `n` rows, with sequential scans
