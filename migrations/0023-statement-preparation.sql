@@ -34,7 +34,7 @@
 -- text, neither prepared on the connection nor kept (the table emptied by hand), is an error
 -- with SQLSTATE SVC01, and the service sends the batch again with its texts. A batch in the
 -- old form ({"texts": [...]}, from a process of the previous version during an upgrade) is
--- still run as before.
+-- named here as before and run the same way.
 CREATE TABLE svc_statement_texts (
   name text PRIMARY KEY,
   text text NOT NULL,
@@ -54,41 +54,34 @@ DECLARE
   result record;
   returned bigint;
 BEGIN
-  IF batch ? 'names' THEN
-    FOR i IN 0 .. jsonb_array_length(batch -> 'names') - 1 LOOP
-      statement_name := batch -> 'names' ->> i;
-      statement_text := batch -> 'texts' ->> i;
-      IF statement_text IS NOT NULL THEN
-        INSERT INTO svc_statement_texts (name, text) VALUES (statement_name, statement_text)
-          ON CONFLICT (name) DO NOTHING;
-      END IF;
-      IF coalesce(current_setting('svc_prepared.' || statement_name, true), '') = '' THEN
-        IF NOT EXISTS (SELECT 1 FROM pg_prepared_statements p WHERE p.name = statement_name) THEN
-          IF statement_text IS NULL THEN
-            SELECT t.text INTO statement_text FROM svc_statement_texts t WHERE t.name = statement_name;
-            IF NOT FOUND THEN
-              RAISE EXCEPTION 'the statement % is not known here; send its text', statement_name
-                USING ERRCODE = 'SVC01';
-            END IF;
-          END IF;
-          EXECUTE format('PREPARE %I AS %s', statement_name, statement_text);
-        END IF;
-        PERFORM set_config('svc_prepared.' || statement_name, '1', false);
-      END IF;
-      names := names || statement_name;
-    END LOOP;
-  ELSE
-    FOR statement_text IN SELECT t FROM jsonb_array_elements_text(batch -> 'texts') AS t LOOP
-      statement_name := 'svc_batch_' || md5(statement_text);
-      IF coalesce(current_setting('svc_prepared.' || statement_name, true), '') = '' THEN
-        IF NOT EXISTS (SELECT 1 FROM pg_prepared_statements p WHERE p.name = statement_name) THEN
-          EXECUTE format('PREPARE %I AS %s', statement_name, statement_text);
-        END IF;
-        PERFORM set_config('svc_prepared.' || statement_name, '1', false);
-      END IF;
-      names := names || statement_name;
-    END LOOP;
+  -- The old form names its statements here, as 0021 did.
+  IF NOT batch ? 'names' THEN
+    batch := batch || jsonb_build_object('names', coalesce(
+      (SELECT jsonb_agg('svc_batch_' || md5(t) ORDER BY k)
+         FROM jsonb_array_elements_text(batch -> 'texts') WITH ORDINALITY AS e(t, k)), '[]'::jsonb));
   END IF;
+  FOR i IN 0 .. jsonb_array_length(batch -> 'names') - 1 LOOP
+    statement_name := batch -> 'names' ->> i;
+    statement_text := batch -> 'texts' ->> i;
+    IF statement_text IS NOT NULL THEN
+      INSERT INTO svc_statement_texts (name, text) VALUES (statement_name, statement_text)
+        ON CONFLICT (name) DO NOTHING;
+    END IF;
+    IF coalesce(current_setting('svc_prepared.' || statement_name, true), '') = '' THEN
+      IF NOT EXISTS (SELECT 1 FROM pg_prepared_statements p WHERE p.name = statement_name) THEN
+        IF statement_text IS NULL THEN
+          SELECT t.text INTO statement_text FROM svc_statement_texts t WHERE t.name = statement_name;
+          IF NOT FOUND THEN
+            RAISE EXCEPTION 'the statement % is not known here; send its text', statement_name
+              USING ERRCODE = 'SVC01';
+          END IF;
+        END IF;
+        EXECUTE format('PREPARE %I AS %s', statement_name, statement_text);
+      END IF;
+      PERFORM set_config('svc_prepared.' || statement_name, '1', false);
+    END IF;
+    names := names || statement_name;
+  END LOOP;
   FOR item IN SELECT s FROM jsonb_array_elements(batch -> 'statements') AS s LOOP
     SELECT string_agg(quote_nullable(e.v), ', ' ORDER BY e.k) INTO literals
       FROM jsonb_array_elements_text(item -> 1) WITH ORDINALITY AS e(v, k);

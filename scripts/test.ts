@@ -212,6 +212,9 @@ function failingTests(output: string): string {
   return at < 0 ? '' : output.slice(at, at + 20_000);
 }
 
+/** A job that failed, with its failing tests as node's reporter listed them. */
+type FailedJob = Job & { failures: string };
+
 interface Outcome {
   code: number;
   output: string;
@@ -247,11 +250,9 @@ function counts(output: string): Record<string, number> {
  * Runs the jobs LANES at a time, longest first. A job's output is printed whole when it ends, so
  * the output of two jobs does not interleave.
  */
-async function runJobs(
-  jobs: Job[],
-): Promise<{ failed: (Job & { failures: string })[]; totals: Record<string, number> }> {
+async function runJobs(jobs: Job[]): Promise<{ failed: FailedJob[]; totals: Record<string, number> }> {
   const queue = [...jobs];
-  const failed: (Job & { failures: string })[] = [];
+  const failed: FailedJob[] = [];
   const totals: Record<string, number> = {};
   const lane = async () => {
     for (let job = queue.shift(); job; job = queue.shift()) {

@@ -142,54 +142,72 @@ describe(`several statements in one round trip (${backendName})`, () => {
           [sql, name],
         )
       )[0]?.n;
-    // A connection that has not prepared the statement: a new one on PostgreSQL; on the
-    // embedded database, its one connection with the statement deallocated and unmarked.
-    const unprepared = async (run: (db: Db) => Promise<void>) => {
-      if (t.url) {
-        const other = await openPostgres(t.url, 1, () => undefined);
-        try {
-          await run(other);
-        } finally {
-          await other.close();
-        }
-        return;
-      }
-      await t.db.exec(`DEALLOCATE ${name}`);
-      await t.db.query("SELECT set_config('svc_prepared.' || $1, '', false) AS unmarked", [name]);
-      await run(t.db);
-    };
-    // Inside a transaction that rolls back, the text is carried and nothing of it is kept.
-    await assert.rejects(
-      t.db.transaction(async (tx) => {
-        assert.deepEqual(await runStatementBatch(tx, [{ sql, params: [1] }]), [{ x: 3 }]);
-        throw new Error('rolled back');
-      }),
-      /rolled back/,
-    );
-    assert.equal(await kept(), 0);
-    assert.deepEqual(await runStatementBatch(t.db, [{ sql, params: [2] }]), [{ x: 6 }]);
-    assert.equal(await kept(), 1, 'kept once its batch committed');
-    // What each batch sent: whether it carried its texts.
+    // One connection (a pool of one on PostgreSQL), watched: whether each batch carried its texts.
+    const one = t.url ? await openPostgres(t.url, 1, () => undefined) : t.db;
     const carried: boolean[] = [];
-    const watched = (db: Db): Db => ({
-      ...db,
+    const watched: Db = {
+      ...one,
       query: (text, params) => {
         if (text.includes('svc_batch')) carried.push('texts' in JSON.parse(String(params?.[0])));
-        return db.query(text, params);
+        return one.query(text, params);
       },
-    });
-    // Named only from now on: a connection that never prepared it reads the kept text.
-    await unprepared(async (db) => {
-      assert.deepEqual(await runStatementBatch(watched(db), [{ sql, params: [3] }]), [{ x: 9 }]);
-    });
-    assert.deepEqual(carried, [false]);
-    // Kept texts removed by hand: the name alone is refused, and the batch goes again with its text.
-    await t.db.exec('DELETE FROM svc_statement_texts');
-    await unprepared(async (db) => {
-      assert.deepEqual(await runStatementBatch(watched(db), [{ sql, params: [4] }]), [{ x: 12 }]);
-    });
-    assert.deepEqual(carried, [false, false, true]);
-    assert.equal(await kept(), 1, 'kept again');
+    };
+    // The connection as one that has not prepared the statement: deallocated and unmarked.
+    const forget = async () => {
+      await one.exec(`DEALLOCATE ${name}`);
+      await one.query("SELECT set_config('svc_prepared.' || $1, '', false) AS unmarked", [name]);
+    };
+    try {
+      // Inside a transaction that rolls back, the text is carried and nothing of it is kept.
+      await assert.rejects(
+        one.transaction(async (tx) => {
+          assert.deepEqual(await runStatementBatch(tx, [{ sql, params: [1] }]), [{ x: 3 }]);
+          throw new Error('rolled back');
+        }),
+        /rolled back/,
+      );
+      assert.equal(await kept(), 0);
+      assert.deepEqual(await runStatementBatch(watched, [{ sql, params: [2] }]), [{ x: 6 }]);
+      assert.equal(await kept(), 1, 'kept once its batch committed');
+      // Named only from now on: a connection that has not prepared it reads the kept text.
+      await forget();
+      assert.deepEqual(await runStatementBatch(watched, [{ sql, params: [3] }]), [{ x: 9 }]);
+      assert.deepEqual(carried, [true, false]);
+      // Kept texts removed by hand: the name alone is refused, and the batch goes again with its text.
+      await t.db.exec('DELETE FROM svc_statement_texts');
+      await forget();
+      assert.deepEqual(await runStatementBatch(watched, [{ sql, params: [4] }]), [{ x: 12 }]);
+      assert.deepEqual(carried, [true, false, false, true]);
+      assert.equal(await kept(), 1, 'kept again');
+      // Another database knows nothing of this one's kept texts: its first batch carries them.
+      const elsewhere = await createTestDb();
+      try {
+        const other: Db = {
+          ...elsewhere.db,
+          query: (text, params) => {
+            if (text.includes('svc_batch')) carried.push('texts' in JSON.parse(String(params?.[0])));
+            return elsewhere.db.query(text, params);
+          },
+        };
+        assert.deepEqual(await runStatementBatch(other, [{ sql, params: [5] }]), [{ x: 15 }]);
+        assert.deepEqual(carried, [true, false, false, true, true]);
+      } finally {
+        await elsewhere.dispose();
+      }
+    } finally {
+      if (one !== t.db) await one.close();
+    }
+  });
+
+  test("a batch in the previous version's form, its texts without names, still runs (a process of that version during an upgrade)", async () => {
+    const sql = `SELECT $1::int + 1 AS x -- ${randomUUID()}`;
+    const rows = await t.db.query<{ item: unknown }>('SELECT item FROM svc_batch($1::jsonb) AS item', [
+      JSON.stringify({ texts: [sql], statements: [[0, ['41']]] }),
+    ]);
+    assert.deepEqual(
+      rows.map((r) => r.item),
+      [[0, { x: 42 }]],
+    );
   });
 
   test('a batch that names a statement neither prepared nor kept fails with SQLSTATE SVC01', async () => {

@@ -34,12 +34,12 @@ function statementName(text: string): string {
 }
 
 /**
- * Texts a batch of this process carried and committed: they are in svc_statement_texts
- * (migration 0023), so later batches send only their names. Only a batch sent outside a
+ * Texts a batch carried and committed, by database: they are in its svc_statement_texts
+ * (migration 0023), so later batches to it send only their names. Only a batch sent outside a
  * caller's transaction commits by itself; one inside a transaction always carries its texts,
  * since that transaction may still roll back what it wrote.
  */
-const textsKept = new Set<string>();
+const textsKept = new WeakMap<Db, Set<string>>();
 
 /** The error svc_batch raises for a name it has neither prepared nor kept (SQLSTATE SVC01). */
 function isUnknownStatement(err: unknown): boolean {
@@ -72,8 +72,12 @@ export async function runStatementBatch(
     db.query<{ item: [number, Record<string, unknown>] }>(BATCH, [
       JSON.stringify(withTexts ? { names, texts, statements: items } : { names, statements: items }),
     ]);
-  const autocommit = commitsByItself(db);
-  const namesOnly = autocommit && texts.every((t) => textsKept.has(t));
+  let kept: Set<string> | undefined;
+  if (commitsByItself(db)) {
+    kept = textsKept.get(db) ?? new Set();
+    textsKept.set(db, kept);
+  }
+  const namesOnly = kept !== undefined && texts.every((t) => kept.has(t));
   let rows: { item: [number, Record<string, unknown>] }[];
   try {
     rows = await send(!namesOnly);
@@ -82,7 +86,7 @@ export async function runStatementBatch(
     if (!namesOnly || !isUnknownStatement(err)) throw err;
     rows = await send(true);
   }
-  if (autocommit) for (const t of texts) textsKept.add(t);
+  if (kept) for (const t of texts) kept.add(t);
   const out: (Record<string, unknown> | undefined)[] = statements.map(() => undefined);
   for (const { item } of rows) out[item[0]] = item[1];
   return out;
