@@ -70,6 +70,10 @@ export interface Claim {
   picked: number;
 }
 
+/** When the lease a claim gives ends: `now` (a timestamptz expression) plus `args`' leaseMs (claimArgs). */
+export const leaseUntil = (now: string, args = '$1') =>
+  `${now} + make_interval(secs => (${args}->>'leaseMs')::double precision / 1000)`;
+
 /**
  * The candidates of the organizations in `orgs` and the fair pick ($1: options), given `busy`
  * (running runs per organization).
@@ -131,7 +135,7 @@ const CLAIM = `WITH clock AS MATERIALIZED (
         GROUP BY organization_id
      ), ${RANKED}, claimed AS (
        UPDATE runs SET status = 'running', lease_owner = $1->>'workerId',
-              lease_expires_at = clock.now + make_interval(secs => ($1->>'leaseMs')::double precision / 1000),
+              lease_expires_at = ${leaseUntil('clock.now')},
               attempts = attempts + 1, started_at = clock.now
          FROM picked, clock
         WHERE runs.id = picked.id AND runs.status = 'pending'
@@ -144,7 +148,7 @@ const CLAIM = `WITH clock AS MATERIALIZED (
 
 const CLAIM_STATEMENT = 'SELECT item FROM svc_lock_then_query($1::int, $2, $3, $4::jsonb) AS item';
 
-function claimArgs(o: ClaimOptions): string {
+export function claimArgs(o: ClaimOptions): string {
   return JSON.stringify({
     workerId: o.workerId,
     now: o.now?.toISOString() ?? null,
@@ -185,40 +189,13 @@ function claimedFromJson(item: ClaimedJson): ClaimedRun {
 }
 
 /**
- * A run just created, claimed in the statement batch that created it (run now in a process whose
- * worker has a free place: see RunHandoff). The same lock and the same CLAIM as claimRuns, for
- * the run's organization only: the organization's running runs are counted under its lock, and
- * the run is taken only when the fair ranking within the organization takes it (no older run of
- * the organization is waiting) and `orgLimit` leaves it a place. Otherwise it stays pending.
- * `limit` is 1 and `runs` the new run alone. Two statements of a batch: the lock, then the claim,
- * whose first row carries the claimed runs (claimedRunOf reads it).
+ * The organization's claim lock, as svc_lock_then_query takes it (key: hashtext of its id), as a
+ * statement of a batch: a statement after it that counts the organization's running runs and
+ * looks for its pending ones (run-now.ts, a run claimed at its creation) decides as a claim does.
  */
-export function claimCreatedRunStatements(
-  o: ClaimOptions,
-  organizationId: string,
-  runId: string,
-): Statement[] {
-  return [
-    { sql: LOCK_ORGANIZATION_CLAIMS, params: [LOCK_CLASSES.runClaimOrganization, organizationId] },
-    {
-      sql: CLAIM_IN_BATCH,
-      params: [
-        claimArgs({ ...o, limit: 1 }),
-        JSON.stringify({ organizations: [organizationId], runs: [runId] }),
-      ],
-    },
-  ];
+export function lockOrganizationClaimsStatement(organizationId: string): Statement {
+  return {
+    sql: 'SELECT true AS locked FROM (SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))) AS l',
+    params: [LOCK_CLASSES.runClaimOrganization, organizationId],
+  };
 }
-
-/** The run claimed by claimCreatedRunStatements, from its claim statement's first row. */
-export function claimedRunOf(row: Record<string, unknown> | undefined): ClaimedRun | undefined {
-  const claimed = row && (Object.values(row)[0] as ClaimedJson[] | null);
-  const first = claimed?.[0];
-  return first ? claimedFromJson(first) : undefined;
-}
-
-/** The organization's claim lock, as svc_lock_then_query takes it (key: hashtext of its id). */
-const LOCK_ORGANIZATION_CLAIMS =
-  'SELECT true AS locked FROM (SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))) AS l';
-/** CLAIM with its parameters typed (svc_lock_then_query prepares it with their types, svc_batch infers them). */
-const CLAIM_IN_BATCH = CLAIM.replaceAll(/\$([12])\b/g, '($$$1::jsonb)');

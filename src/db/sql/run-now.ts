@@ -1,5 +1,12 @@
 import type { Queryable } from '../db.ts';
-import { type ClaimedRun, type ClaimOptions, claimCreatedRunStatements, claimedRunOf } from './run-claim.ts';
+import {
+  type ClaimedRun,
+  type ClaimOptions,
+  claimArgs,
+  leaseUntil,
+  lockOrganizationClaimsStatement,
+} from './run-claim.ts';
+import { RUN_CONTEXT_COLUMNS, type RunContextRow, runContextFromJson } from './run-context.ts';
 import {
   insertParams,
   insertRunStatement,
@@ -28,11 +35,15 @@ export interface CreatedRun {
  * why. The conditions are the refusals' own or stricter, so a run created here is one the
  * transaction would have created.
  *
- * `claim`: this process's worker has a place reserved for the run, and the same transaction
- * claims it for that worker (claimCreatedRunStatements: under the organization's claim lock, in
- * the fair order, within its limit), which saves the NOTIFY and the worker's claim round trip.
- * A run that is not claimed (an older run of the organization waits, or it is at its limit),
- * and every run created without `claim`, is announced by NOTIFY svc_runs at the commit.
+ * `claim`: this process's worker has a place reserved for the run, and the run is inserted
+ * already claimed by that worker (running, under its lease, with its context) when a claim
+ * would take it: under the organization's claim lock (taken by the statement before, as
+ * svc_lock_then_query takes it), no run of the organization is pending (an older one would be
+ * claimed first: the fair order) and the organization has a place under `orgLimit`. That saves
+ * the NOTIFY, the worker's claim round trip, and the run's pending row version with its index
+ * entries. A run that is not claimed, and every run created without `claim`, is inserted
+ * pending and announced by NOTIFY svc_runs at the commit. The answer's `run` is the run as
+ * created, pending, as run now always answers.
  */
 export async function insertRunIfUnrestricted(
   db: Queryable,
@@ -41,31 +52,85 @@ export async function insertRunIfUnrestricted(
   claim?: ClaimOptions,
 ): Promise<CreatedRun | undefined> {
   const lock: Statement = { sql: LOCK_TASK_SQL, params: [row.organizationId, row.taskId] };
-  const insert = (sql: string): Statement => ({ sql, params: [...insertParams(row), limitedPlans] });
   if (!claim) {
-    const [, run] = await runStatementBatch(db, [lock, insert(INSERT_UNRESTRICTED_NOTIFY_SQL)]);
+    const [, run] = await runStatementBatch(db, [
+      lock,
+      { sql: INSERT_UNRESTRICTED_NOTIFY_SQL, params: [...insertParams(row), limitedPlans] },
+    ]);
     return run ? { run: runFromJson(run as unknown as RunRow), claimed: undefined } : undefined;
   }
-  const [, run, , claimed] = await runStatementBatch(db, [
+  const [, , made] = await runStatementBatch(db, [
     lock,
-    insert(INSERT_UNRESTRICTED_SQL),
-    ...claimCreatedRunStatements(claim, row.organizationId, row.id),
-    { sql: NOTIFY_IF_PENDING_SQL, params: [row.id] },
+    lockOrganizationClaimsStatement(row.organizationId),
+    {
+      sql: INSERT_UNRESTRICTED_CLAIMED_SQL,
+      params: [...insertParams(row), limitedPlans, claimArgs({ ...claim, limit: 1 })],
+    },
   ]);
-  return run ? { run: runFromJson(run as unknown as RunRow), claimed: claimedRunOf(claimed) } : undefined;
+  if (!made) return undefined;
+  const { context, ...fields } = made as unknown as RunRow & { context: RunContextRow | null };
+  const run = runFromJson(fields as RunRow);
+  if (!context) return { run, claimed: undefined };
+  return { run: asCreated(run), claimed: { run, context: runContextFromJson(context) } };
 }
 
-const INSERT_UNRESTRICTED = insertRunStatement(
-  'tasks t JOIN organizations o ON o.id = t.organization_id',
-  `
+/** A run claimed at its creation, as it would have been created pending. */
+function asCreated(run: RunRow): RunRow {
+  return {
+    ...run,
+    status: 'pending',
+    lease_owner: null,
+    lease_expires_at: null,
+    attempts: 0,
+    started_at: null,
+  };
+}
+
+const UNRESTRICTED = `
           AND t.monthly_cost_limit_cents IS NULL
           -- No run limit: an override's (null: unlimited), else the plan's.
           AND CASE WHEN o.limit_overrides ? 'runsLimit' THEN jsonb_typeof(o.limit_overrides -> 'runsLimit') = 'null'
                    ELSE o.plan <> ALL ($11::text[]) END
-          AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.id AND r.status IN ('pending', 'running'))`,
-);
-const INSERT_UNRESTRICTED_SQL = `${INSERT_UNRESTRICTED} SELECT * FROM run`;
-const INSERT_UNRESTRICTED_NOTIFY_SQL = `${INSERT_UNRESTRICTED} ${SELECT_RUN_NOTIFIED}`;
-/** After the claim: a run it left pending is announced (sent at the commit) for any worker. */
-const NOTIFY_IF_PENDING_SQL = `SELECT pg_notify('svc_runs', id::text) AS notified FROM runs
-  WHERE id = $1 AND status = 'pending'`;
+          AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.id AND r.status IN ('pending', 'running'))`;
+
+const INSERT_UNRESTRICTED_NOTIFY_SQL = `${insertRunStatement('tasks t JOIN organizations o ON o.id = t.organization_id', UNRESTRICTED)} ${SELECT_RUN_NOTIFIED}`;
+
+/** $12: the claim's options (claimArgs). */
+const CLAIM_ARGS = '($12::jsonb)';
+
+/**
+ * The insert of INSERT_UNRESTRICTED_NOTIFY_SQL, claimed at once when a claim would take the run
+ * (see insertRunIfUnrestricted; the statement before holds the organization's claim lock). The
+ * pending runs are looked for by runs_pending_org_idx's key, as the claim reads them. The ledger
+ * row is written pending, as for any run (a run's end sets its status). Each row returned
+ * carries `context` (null: the run stays pending, and its NOTIFY goes at the commit).
+ */
+const INSERT_UNRESTRICTED_CLAIMED_SQL = `WITH claim AS MATERIALIZED (
+       SELECT coalesce((${CLAIM_ARGS}->>'now')::timestamptz, clock_timestamp()) AS now,
+              (SELECT 1 FROM runs WHERE organization_id = $2 AND status = 'pending'
+                ORDER BY organization_id, created_at, id LIMIT 1) IS NULL
+              AND (SELECT count(*) FROM runs WHERE organization_id = $2 AND status = 'running')
+                  < (${CLAIM_ARGS}->>'orgLimit')::int AS claimable
+     ), run AS (
+       INSERT INTO runs (id, organization_id, task_id, slot_at, trigger, status, created_at,
+                         replay_of, replay_context_at, replay_slot_at, model,
+                         lease_owner, lease_expires_at, attempts, started_at)
+       SELECT $1, t.organization_id, t.id, $4, $5, CASE WHEN c.claimable THEN 'running' ELSE 'pending' END,
+              $6, $7, $8, $9, $10,
+              CASE WHEN c.claimable THEN ${CLAIM_ARGS}->>'workerId' END,
+              CASE WHEN c.claimable THEN ${leaseUntil('c.now', CLAIM_ARGS)} END,
+              CASE WHEN c.claimable THEN 1 ELSE 0 END,
+              CASE WHEN c.claimable THEN c.now END
+         FROM tasks t JOIN organizations o ON o.id = t.organization_id CROSS JOIN claim c
+        WHERE t.id = $3 AND t.organization_id = $2${UNRESTRICTED}
+       RETURNING *
+     ), ledger AS (
+       INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at)
+       SELECT id, organization_id, task_id, 'pending', created_at FROM run
+     )
+     SELECT run.*, row_to_json(ctx) AS context
+       FROM run
+       LEFT JOIN LATERAL (SELECT ${RUN_CONTEXT_COLUMNS} FROM tasks t WHERE t.id = run.task_id) ctx
+         ON run.status = 'running'
+       LEFT JOIN LATERAL (SELECT pg_notify('svc_runs', run.id::text) WHERE run.status = 'pending') notified
+         ON true`;
