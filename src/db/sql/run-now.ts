@@ -101,33 +101,29 @@ const CLAIM_ARGS = '($12::jsonb)';
 /**
  * The insert of INSERT_UNRESTRICTED_NOTIFY_SQL, claimed at once when a claim would take the run
  * (see insertRunIfUnrestricted; the statement before holds the organization's claim lock). The
- * pending runs are looked for by runs_pending_org_idx's key, as the claim reads them. The ledger
- * row is written pending, as for any run (a run's end sets its status). Each row returned
- * carries `context` (null: the run stays pending, and its NOTIFY goes at the commit).
+ * pending runs are looked for by runs_pending_org_idx's key, as the claim reads them. Each row
+ * returned carries `context` (null: the run stays pending, and its NOTIFY goes at the commit).
  */
-const INSERT_UNRESTRICTED_CLAIMED_SQL = `WITH claim AS MATERIALIZED (
+const INSERT_UNRESTRICTED_CLAIMED_SQL = `${insertRunStatement(
+  'tasks t JOIN organizations o ON o.id = t.organization_id CROSS JOIN claim c',
+  UNRESTRICTED,
+  {
+    before: `claim AS MATERIALIZED (
        SELECT coalesce((${CLAIM_ARGS}->>'now')::timestamptz, clock_timestamp()) AS now,
               (SELECT 1 FROM runs WHERE organization_id = $2 AND status = 'pending'
                 ORDER BY organization_id, created_at, id LIMIT 1) IS NULL
               AND (SELECT count(*) FROM runs WHERE organization_id = $2 AND status = 'running')
                   < (${CLAIM_ARGS}->>'orgLimit')::int AS claimable
-     ), run AS (
-       INSERT INTO runs (id, organization_id, task_id, slot_at, trigger, status, created_at,
-                         replay_of, replay_context_at, replay_slot_at, model,
-                         lease_owner, lease_expires_at, attempts, started_at)
-       SELECT $1, t.organization_id, t.id, $4, $5, CASE WHEN c.claimable THEN 'running' ELSE 'pending' END,
-              $6, $7, $8, $9, $10,
-              CASE WHEN c.claimable THEN ${CLAIM_ARGS}->>'workerId' END,
-              CASE WHEN c.claimable THEN ${leaseUntil('c.now', CLAIM_ARGS)} END,
-              CASE WHEN c.claimable THEN 1 ELSE 0 END,
-              CASE WHEN c.claimable THEN c.now END
-         FROM tasks t JOIN organizations o ON o.id = t.organization_id CROSS JOIN claim c
-        WHERE t.id = $3 AND t.organization_id = $2${UNRESTRICTED}
-       RETURNING *
-     ), ledger AS (
-       INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at)
-       SELECT id, organization_id, task_id, 'pending', created_at FROM run
-     )
+     )`,
+    status: `CASE WHEN c.claimable THEN 'running' ELSE 'pending' END`,
+    lease: [
+      `CASE WHEN c.claimable THEN ${CLAIM_ARGS}->>'workerId' END`,
+      `CASE WHEN c.claimable THEN ${leaseUntil('c.now', CLAIM_ARGS)} END`,
+      'CASE WHEN c.claimable THEN 1 ELSE 0 END',
+      'CASE WHEN c.claimable THEN c.now END',
+    ],
+  },
+)}
      SELECT run.*, row_to_json(ctx) AS context
        FROM run
        LEFT JOIN LATERAL (SELECT ${RUN_CONTEXT_COLUMNS} FROM tasks t WHERE t.id = run.task_id) ctx

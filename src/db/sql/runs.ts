@@ -77,20 +77,38 @@ export interface NewRun {
 }
 
 /**
- * One statement inserts the pending run and its usage-ledger row, so no caller (in a
- * transaction or not) can get one without the other. The run is only inserted when the task
- * exists in the organization. (Scheduled runs are inserted a batch at a time by
- * insertSlotRuns, scheduler.ts, the same way.)
+ * Inserting a run already claimed (run now, run-now.ts): `before`, CTEs that come first; the
+ * run's `status` (an SQL expression: running when claimed, else pending); and the values of
+ * lease_owner, lease_expires_at, attempts and started_at, which are the columns' defaults for a
+ * pending run.
  */
-export const insertRunStatement = (from: string, filter = '') => `WITH run AS (
+export interface ClaimedInsert {
+  before: string;
+  status: string;
+  lease: [owner: string, expiresAt: string, attempts: string, startedAt: string];
+}
+
+/**
+ * One statement inserts the pending run and its usage-ledger row (pending too, whatever the run:
+ * a run's end sets it), so no caller (in a transaction or not) can get one without the other.
+ * The run is only inserted when the task exists in the organization. (Scheduled runs are
+ * inserted a batch at a time by insertSlotRuns, scheduler.ts, the same way.)
+ */
+export const insertRunStatement = (from: string, filter = '', claimed?: ClaimedInsert) => `WITH ${
+  claimed ? `${claimed.before}, ` : ''
+}run AS (
        INSERT INTO runs (id, organization_id, task_id, slot_at, trigger, status, created_at,
-                         replay_of, replay_context_at, replay_slot_at, model)
-       SELECT $1, t.organization_id, t.id, $4, $5, 'pending', $6, $7, $8, $9, $10
+                         replay_of, replay_context_at, replay_slot_at, model${
+                           claimed ? ', lease_owner, lease_expires_at, attempts, started_at' : ''
+                         })
+       SELECT $1, t.organization_id, t.id, $4, $5, ${claimed?.status ?? "'pending'"}, $6, $7, $8, $9, $10${
+         claimed ? `, ${claimed.lease.join(', ')}` : ''
+       }
          FROM ${from} WHERE t.id = $3 AND t.organization_id = $2${filter}
        RETURNING *
      ), ledger AS (
        INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at)
-       SELECT id, organization_id, task_id, status, created_at FROM run
+       SELECT id, organization_id, task_id, 'pending', created_at FROM run
      )`;
 const INSERT_RUN = insertRunStatement('tasks t');
 const INSERT_RUN_SQL = `${INSERT_RUN} SELECT * FROM run`;
