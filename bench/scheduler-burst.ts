@@ -64,7 +64,7 @@ export interface ActivityShare {
 /** Statements of the service by their first words, named after the function that sends them. */
 const STATEMENTS: [RegExp, string][] = [
   [/^SELECT item FROM svc_lock_then_query/, 'claimRuns (worker claim)'],
-  [/^WITH targets AS/, "recordLockedRunEnd (worker: a run's end)"],
+  [/^WITH input AS \(\s+SELECT i\.\*, r\.task_id/, "recordLockedRunEndsStatement (worker: runs' ends)"],
   [
     /^SELECT t\.id FROM \(\s+SELECT count\(\*\) AS n FROM \(SELECT id FROM runs/,
     'lockRunsAndTasks (worker: a batch of ends)',

@@ -111,6 +111,11 @@ describe(`run writes committed together (${backendName})`, () => {
     const pausing = await newTask(svc, org, { autoPauseAfterFailures: 2, destinations: email });
     const change = await newTask(svc, org, { deliverOn: 'change', destinations: email });
     const plain = await newTask(svc, org);
+    // Two tasks paused by one failure each: in one batch, their ends are one statement.
+    const pausingNow = [
+      await newTask(svc, org, { autoPauseAfterFailures: 1, destinations: email }),
+      await newTask(svc, org, { autoPauseAfterFailures: 1, destinations: email }),
+    ];
     const runs = [
       await runningRun(pausing.id),
       await runningRun(pausing.id),
@@ -118,8 +123,18 @@ describe(`run writes committed together (${backendName})`, () => {
       await runningRun(change.id),
       await runningRun(plain.id),
       await runningRun(plain.id),
+      ...(await Promise.all(pausingNow.map((t) => runningRun(t.id)))),
     ];
-    const [p1, p2, c1, c2, n1, going] = runs as [RunRow, RunRow, RunRow, RunRow, RunRow, RunRow];
+    const [p1, p2, c1, c2, n1, going, q1, q2] = runs as [
+      RunRow,
+      RunRow,
+      RunRow,
+      RunRow,
+      RunRow,
+      RunRow,
+      RunRow,
+      RunRow,
+    ];
     const w = batcher();
     const writes = [
       () => w.recordUsage(usage(going, 120, 0.25)),
@@ -128,6 +143,8 @@ describe(`run writes committed together (${backendName})`, () => {
       () => w.recordEnd(n1, WORKER, completed('Done')),
       () => w.recordEnd(p2, WORKER, failed('The provider refused again')),
       () => w.recordEnd(c2, WORKER, completed('The  same answer ')),
+      () => w.recordEnd(q1, WORKER, failed('The provider refused')),
+      () => w.recordEnd(q2, WORKER, failed('The provider refused')),
     ];
     if (together) {
       // The first transaction takes the usage of another run; every write sent meanwhile joins
@@ -140,7 +157,7 @@ describe(`run writes committed together (${backendName})`, () => {
       for (const write of writes) await write();
       assert.equal((await writers(runs)).size, runs.length);
     }
-    return outcome([pausing.id, change.id, plain.id], runs);
+    return outcome([pausing.id, change.id, plain.id, ...pausingNow.map((t) => t.id)], runs);
   };
 
   test('the ends of runs of the same task and of different tasks, with usage, recorded in one transaction leave what they leave one by one', async () => {
@@ -157,7 +174,17 @@ describe(`run writes committed together (${backendName})`, () => {
       { status: 'paused', consecutive_failures: 2, paused: true, delivered_one: false, notices: 1 },
       { status: 'active', consecutive_failures: 0, paused: false, delivered_one: true, notices: 0 },
       { status: 'active', consecutive_failures: 0, paused: false, delivered_one: false, notices: 0 },
+      { status: 'paused', consecutive_failures: 1, paused: true, delivered_one: false, notices: 1 },
+      { status: 'paused', consecutive_failures: 1, paused: true, delivered_one: false, notices: 1 },
     ]);
+    // The organization's count of active tasks followed every pause.
+    const [count] = await db().query<{ counted: number; active: number }>(
+      `SELECT o.active_tasks AS counted,
+              (SELECT count(*)::int FROM tasks t WHERE t.organization_id = o.id AND t.status = 'active') AS active
+         FROM organizations o WHERE o.id = $1`,
+      [org.organizationId],
+    );
+    assert.equal(count?.counted, count?.active);
     const changeDeliveries = alone.runs.slice(2, 4).map((r) => r.deliveries);
     assert.deepEqual(changeDeliveries.sort(), ['pending', 'suppressed']);
     assert.deepEqual(alone.runs[5], {

@@ -1,11 +1,12 @@
 import { type Db, isDatabaseUnavailable } from '../db/db.ts';
 import {
+  endedRuns,
   lockRunsAndTasksStatement,
   notifyRunEnds,
   type RunResultRow,
-  recordLockedRunEndStatement,
+  recordLockedRunEndsStatement,
 } from '../db/sql/run-queue.ts';
-import { type RunRow, runFromJson } from '../db/sql/runs.ts';
+import type { RunRow } from '../db/sql/runs.ts';
 import { runStatementBatch, type Statement } from '../db/sql/statement-batch.ts';
 import { type ModelCallUsage, recordModelCallsStatement } from '../db/sql/usage.ts';
 import { GroupCommit } from '../lib/group-commit.ts';
@@ -50,6 +51,24 @@ const MAX_BATCH = 8;
 const byId = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 /**
+ * The ends in rounds whose runs' tasks are distinct, in their order: a task's first end in the
+ * first round, its second in the second, and so on (two ends of one task in one statement would
+ * not see each other's effect on the task).
+ */
+function roundsOfDistinctTasks(ends: readonly EndWrite[]): EndWrite[][] {
+  const rounds: EndWrite[][] = [];
+  const seen = new Map<string, number>();
+  for (const e of ends) {
+    const k = seen.get(e.run.task_id) ?? 0;
+    seen.set(e.run.task_id, k + 1);
+    const round = rounds[k] ?? [];
+    round.push(e);
+    rounds[k] = round;
+  }
+  return rounds;
+}
+
+/**
  * The worker's writes about the runs it holds, a model call's usage and a run's end, several per
  * round trip when they arrive faster than batches commit (group commit): a write is sent at once
  * while fewer than MAX_IN_FLIGHT batches are running, and otherwise joins the next one, which
@@ -61,9 +80,11 @@ const byId = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
  * statement (recordModelCallsStatement, which locks its runs' rows before their ledger rows); with ends,
  * a statement that takes its runs' rows and
  * then its ending runs' tasks' rows, each in id order
- * (lockRunsAndTasksStatement), and records the ends in organization order (a `once` task's completion or
- * a pause updates its organization's row, which schedulers also take in that order), so two
- * batches never lock the same rows in opposite orders. A batch that fails for another reason
+ * (lockRunsAndTasksStatement), then records the ends, those of distinct tasks in one statement
+ * (recordLockedRunEndsStatement), which takes the organization rows its `once` completions and
+ * pauses update in id order, as schedulers take them; so two batches never lock the same rows in
+ * opposite orders (but for two ends of one task in a batch, in two statements, whose
+ * organizations may then come out of order: a deadlock is then retried as below). A batch that fails for another reason
  * than an unreachable database (a deadlock with another kind of transaction included) is retried
  * write by write, so that one write the database refuses fails alone; an unreachable database
  * fails every write of the batch, for its caller to retry.
@@ -114,7 +135,8 @@ export class RunWriteBatcher {
 
   /**
    * The batch's writes in one round trip and one transaction (runStatementBatch): the locks, the
-   * usage, then each end; the ends' rows in the order of `ends`.
+   * usage, then the ends, one statement for the runs of distinct tasks (recordLockedRunEndsStatement);
+   * the ends' rows in the order of `ends`.
    */
   async #record(calls: ModelCallUsage[], ends: EndWrite[]): Promise<(RunRow | undefined)[]> {
     const runIds = [...new Set([...calls.map((c) => c.runId), ...ends.map((e) => e.run.id)])];
@@ -122,12 +144,16 @@ export class RunWriteBatcher {
     const statements: Statement[] = [lockRunsAndTasksStatement(runIds.sort(byId), taskIds.sort(byId))];
     if (calls.length) statements.push(recordModelCallsStatement(calls));
     const first = statements.length;
-    for (const e of ends) statements.push(recordLockedRunEndStatement(e.run.id, e.workerId, e.result));
+    for (const round of roundsOfDistinctTasks(ends)) {
+      statements.push(
+        recordLockedRunEndsStatement(
+          round.map((e) => ({ runId: e.run.id, workerId: e.workerId, result: e.result })),
+        ),
+      );
+    }
     const rows = await runStatementBatch(this.#db, statements);
-    return ends.map((_, i) => {
-      const row = rows[first + i];
-      return row ? runFromJson(row as unknown as RunRow) : undefined;
-    });
+    const ended = new Map(rows.slice(first).flatMap((row) => endedRuns(row).map((r) => [r.id, r] as const)));
+    return ends.map((e) => ended.get(e.run.id));
   }
 
   /**

@@ -1,7 +1,7 @@
 import { PLAN_EACH_TIME, type Queryable } from '../db.ts';
 import { deliveryTargets } from './delivery-targets.ts';
 import { type LeasedTable, releaseLeased, renewLeased } from './leased-jobs.ts';
-import type { RunRow } from './runs.ts';
+import { type RunRow, runFromJson } from './runs.ts';
 import { runStatementBatch, type Statement } from './statement-batch.ts';
 import { insertNoticeJobs, pruneNoticeJobs } from './task-notices.ts';
 
@@ -107,8 +107,8 @@ export interface RunResultRow {
   completedAt: Date | null;
 }
 
-/** When the run ended: the worker's manual clock in tests, else the database's clock. */
-const COMPLETED_AT = 'coalesce($6::timestamptz, statement_timestamp())';
+/** When the run ended (i: the run's input row): the worker's manual clock in tests, else the database's clock. */
+const COMPLETED_AT = 'coalesce(i.completed_at, statement_timestamp())';
 
 /**
  * Whether a run that ended counts towards its task's autoPauseAfterFailures: a run a person
@@ -128,7 +128,8 @@ const PAUSES = `(t.status = 'active' AND t.auto_pause_after_failures > 0 AND e.f
  * In the task's UPDATE: a completed run of a deliverOn `change` task is sent, so it becomes the
  * output the task's next runs are compared with.
  */
-const SENT_FOR_CHANGE = `(e.run_status = 'completed' AND t.deliver_on = 'change' AND e.deliver AND EXISTS (SELECT 1 FROM targets))`;
+const SENT_FOR_CHANGE = `(e.run_status = 'completed' AND t.deliver_on = 'change' AND e.deliver
+  AND EXISTS (SELECT 1 FROM targets g WHERE g.run_id = e.run_id))`;
 /** The pausedReason, at most 500 characters (the error is cut, not the count). */
 const PAUSED_REASON = `left(format('Paused after %s consecutive failed runs; the last failed with: %s',
   e.failures, coalesce(nullif(btrim(e.run_error), ''), 'no reason was given')), 500)`;
@@ -137,69 +138,97 @@ const PAUSED_REASON = `left(format('Paused after %s consecutive failed runs; the
 const LOCK_RUN_AND_TASK = `WITH r AS MATERIALIZED (SELECT task_id FROM runs WHERE id = $1 FOR NO KEY UPDATE)
   SELECT t.id FROM tasks t JOIN r ON t.id = r.task_id FOR NO KEY UPDATE OF t`;
 
-const RECORD_RUN_END = `WITH targets AS (
-       ${deliveryTargets('(SELECT task_id FROM runs WHERE id = $1)')}
+/**
+ * The ends of several runs of distinct tasks in one statement: one executor start, one plan
+ * check and one set of index openings for all of them, where a statement per run paid those per
+ * run (most of a run's end cost in the database). Every CTE carries the run's id (run_id) and
+ * each big table is reached through the = ANY of the runs' ids, so that the forced generic plan
+ * (svc_batch) probes their indexes whatever the number of runs. Two runs of one task must not
+ * be in one statement: each must see what the other's end did to the task (recordLockedRunEndsStatement).
+ */
+const RECORD_RUN_ENDS = `WITH input AS (
+       SELECT i.*, r.task_id
+         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
+           AS i(run_id, worker_id, status, output, error, completed_at)
+         JOIN runs r ON r.id = i.run_id
+        WHERE r.id = ANY($1::uuid[])
+     ), targets AS (
+       SELECT i.run_id, g.* FROM input i CROSS JOIN LATERAL (${deliveryTargets('i.task_id')}) g
      ), task AS (
-       -- Read after the task's lock was taken (LOCK_RUN_AND_TASK): another run of the task that
-       -- ended first is seen with its output, count and last delivered run.
-       SELECT k.id, k.status, k.deliver_on, k.consecutive_failures, k.last_delivered_run_id,
-              CASE WHEN $3 = 'failed' THEN true
+       -- Read after the tasks' locks were taken (lockRunsAndTasksStatement): another run of the
+       -- task that ended first is seen with its output, count and last delivered run.
+       SELECT i.run_id, k.id, k.status, k.deliver_on, k.consecutive_failures, k.last_delivered_run_id,
+              CASE WHEN i.status = 'failed' THEN true
                    WHEN k.deliver_on = 'failure' THEN false
                    WHEN k.deliver_on = 'change' THEN
                      (SELECT ${normalised("coalesce(p.output, '')")} FROM runs p WHERE p.id = k.last_delivered_run_id)
-                       IS DISTINCT FROM ${normalised("coalesce($4::text, '')")}
+                       IS DISTINCT FROM ${normalised("coalesce(i.output, '')")}
                    ELSE true END AS deliver
-         FROM tasks k WHERE k.id = (SELECT task_id FROM runs WHERE id = $1)
+         FROM input i JOIN tasks k ON k.id = i.task_id
+        WHERE k.id = ANY(ARRAY(SELECT task_id FROM input))
      ), run AS (
-       UPDATE runs SET status = $3, output = $4, error = $5,
+       UPDATE runs r SET status = i.status, output = i.output, error = i.error,
               -- Tokens and cost were added to the ledger call by call (recordModelCallsStatement, usage.ts).
-              cost_cents = greatest(cost_cents, coalesce((SELECT u.cost_cents FROM usage_ledger u WHERE u.run_id = $1), 0)),
-              tokens_used = greatest(tokens_used, coalesce((SELECT u.tokens_used FROM usage_ledger u WHERE u.run_id = $1), 0)),
+              cost_cents = greatest(r.cost_cents, coalesce((SELECT u.cost_cents FROM usage_ledger u WHERE u.run_id = r.id), 0)),
+              tokens_used = greatest(r.tokens_used, coalesce((SELECT u.tokens_used FROM usage_ledger u WHERE u.run_id = r.id), 0)),
               completed_at = ${COMPLETED_AT},
-              duration_ms = CASE WHEN started_at IS NULL THEN NULL
-                                 ELSE greatest(0, round(extract(epoch FROM (${COMPLETED_AT} - started_at)) * 1000))::int END,
+              duration_ms = CASE WHEN r.started_at IS NULL THEN NULL
+                                 ELSE greatest(0, round(extract(epoch FROM (${COMPLETED_AT} - r.started_at)) * 1000))::int END,
               lease_owner = NULL, lease_expires_at = NULL,
               -- Suppressed deliveries (deliverOn) leave it absent, as when there is no destination.
-              delivery_status = CASE WHEN EXISTS (SELECT 1 FROM targets) AND (SELECT deliver FROM task) THEN 'pending' END
-        WHERE id = $1 AND status = 'running' AND ($2::text IS NULL OR lease_owner = $2)
-       RETURNING *
+              delivery_status = CASE WHEN EXISTS (SELECT 1 FROM targets g WHERE g.run_id = r.id)
+                                      AND (SELECT k.deliver FROM task k WHERE k.run_id = r.id) THEN 'pending' END
+         FROM input i
+        WHERE r.id = ANY($1::uuid[]) AND r.id = i.run_id
+          AND r.status = 'running' AND (i.worker_id IS NULL OR r.lease_owner = i.worker_id)
+       RETURNING r.*
      ), ledger AS (
        UPDATE usage_ledger u SET status = run.status
-         FROM run WHERE u.run_id = run.id
+         FROM run WHERE u.run_id = ANY($1::uuid[]) AND u.run_id = run.id
      ), ended AS (
-       SELECT run.id AS run_id, run.task_id, run.status AS run_status, run.error AS run_error,
-              run.trigger AS run_trigger, task.status AS task_status, task.deliver,
+       SELECT run.id AS run_id, run.task_id, run.organization_id, run.status AS run_status, run.error AS run_error,
+              run.trigger AS run_trigger, run.completed_at, task.status AS task_status, task.deliver,
               CASE WHEN run.status = 'completed' THEN 0
                    WHEN ${COUNTS_AS_FAILURE} THEN task.consecutive_failures + 1
                    ELSE task.consecutive_failures END AS failures
-         FROM run JOIN task ON task.id = run.task_id
+         FROM run JOIN task ON task.run_id = run.id
+     ), status_organizations AS (
+       -- A task leaving 'active' updates its organization's row (its active-task count, by a
+       -- trigger); those rows are taken here in id order, as schedulers take them, before the
+       -- tasks' UPDATE would take them in whatever order it meets its rows.
+       SELECT o.id FROM organizations o
+        WHERE o.id IN (SELECT e.organization_id FROM ended e JOIN tasks t ON t.id = e.task_id
+                        WHERE t.id = ANY(ARRAY(SELECT task_id FROM input)) AND (${ONCE_DONE} OR ${PAUSES}))
+        ORDER BY o.id FOR NO KEY UPDATE
      ), task_end AS (
-       -- One UPDATE of the task (two in one statement would not both apply): a once task's
+       -- One UPDATE of each task (two in one statement would not both apply): a once task's
        -- completion, the failure count, an automatic pause, the last delivered output.
        UPDATE tasks t SET
               status = CASE WHEN ${ONCE_DONE} THEN 'completed' WHEN ${PAUSES} THEN 'paused' ELSE t.status END,
               next_run_at = CASE WHEN ${ONCE_DONE} OR ${PAUSES} THEN NULL ELSE t.next_run_at END,
-              updated_at = CASE WHEN ${ONCE_DONE} OR ${PAUSES} THEN ${COMPLETED_AT} ELSE t.updated_at END,
+              updated_at = CASE WHEN ${ONCE_DONE} OR ${PAUSES} THEN e.completed_at ELSE t.updated_at END,
               paused_reason = CASE WHEN NOT ${ONCE_DONE} AND ${PAUSES} THEN ${PAUSED_REASON} ELSE t.paused_reason END,
               consecutive_failures = e.failures,
               last_delivered_run_id = CASE WHEN ${SENT_FOR_CHANGE} THEN e.run_id ELSE t.last_delivered_run_id END
          FROM ended e
         -- Only when something changes: most runs of most tasks leave the task's row as it was.
-        WHERE t.id = e.task_id
+        WHERE t.id = ANY(ARRAY(SELECT task_id FROM input)) AND t.id = e.task_id
           AND (${ONCE_DONE} OR ${PAUSES} OR e.failures <> t.consecutive_failures OR ${SENT_FOR_CHANGE})
-       RETURNING t.id, t.paused_reason, t.consecutive_failures, e.run_id, e.run_error,
+          -- Evaluated once, before the first task's row is updated.
+          AND (SELECT count(*) FROM status_organizations) >= 0
+       RETURNING t.id, t.paused_reason, t.consecutive_failures, e.run_id, e.run_error, e.completed_at,
                  (t.status = 'paused' AND e.task_status = 'active') AS paused
      ), pruned AS (
-       ${pruneNoticeJobs('(SELECT id FROM task_end WHERE paused)')}
+       ${pruneNoticeJobs('ARRAY(SELECT id FROM task_end WHERE paused)')}
      ), notice AS (
        ${insertNoticeJobs({
          task: 'p.id',
          kind: `'task.paused'`,
          payload: `jsonb_build_object('reason', p.paused_reason, 'consecutiveFailures', p.consecutive_failures,
                                       'lastRunId', p.run_id, 'lastError', coalesce(p.run_error, ''))`,
-         at: COMPLETED_AT,
+         at: 'p.completed_at',
          from: 'task_end p',
-         targets: 'targets',
+         targets: 'LATERAL (SELECT * FROM targets g WHERE g.run_id = p.run_id)',
        })}
         WHERE p.paused
      ), queued AS (
@@ -208,13 +237,14 @@ const RECORD_RUN_END = `WITH targets AS (
        SELECT gen_random_uuid(), run.organization_id, run.id, targets.destination_id, targets.channel,
               targets.target, targets.label, targets.position,
               CASE WHEN task.deliver THEN 'pending' ELSE 'suppressed' END,
-              CASE WHEN task.deliver THEN ${COMPLETED_AT} END,
+              CASE WHEN task.deliver THEN run.completed_at END,
               CASE WHEN task.deliver AND run.status = 'completed' AND task.deliver_on = 'change'
                    THEN task.last_delivered_run_id END,
-              ${COMPLETED_AT}, ${COMPLETED_AT}
-         FROM run CROSS JOIN targets CROSS JOIN task
+              run.completed_at, run.completed_at
+         FROM run JOIN targets ON targets.run_id = run.id JOIN task ON task.run_id = run.id
      )
-     SELECT * FROM run`;
+     -- One row (a batch returns each statement's first row): the ended runs.
+     SELECT json_agg(run) AS runs FROM run`;
 
 /**
  * Records a run's end; the caller holds a transaction. First the run's row and then its task's
@@ -259,6 +289,14 @@ export function lockRunsAndTasksStatement(runIds: readonly string[], taskIds: re
   return { sql: LOCK_RUNS_AND_TASKS, params: [runIds, taskIds] };
 }
 
+/** A run's end as recordLockedRunEndsStatement takes it. */
+export interface RunEnd {
+  runId: string;
+  /** The worker that must still hold the run; null for a run failed by lease recovery. */
+  workerId: string | null;
+  result: RunResultRow;
+}
+
 /**
  * The statement of recordRunEndAndQueueDeliveries alone, for a caller that has locked the run
  * and its task (lockRunsAndTasksStatement) in its transaction.
@@ -269,21 +307,38 @@ export async function recordLockedRunEnd(
   workerId: string | null,
   r: RunResultRow,
 ): Promise<RunRow | undefined> {
-  const { sql, params } = recordLockedRunEndStatement(runId, workerId, r);
-  const [row] = await tx.query<RunRow>(sql, params);
-  return row;
+  const { sql, params } = recordLockedRunEndsStatement([{ runId, workerId, result: r }]);
+  const [row] = await tx.query<Record<string, unknown>>(sql, params);
+  return endedRuns(row)[0];
 }
 
 /**
- * The statement of recordLockedRunEnd, for a batch (statement-batch.ts), whose row comes back as
- * JSON (runFromJson).
+ * The ends of `ends` in one statement (RECORD_RUN_ENDS), for a batch (statement-batch.ts) whose
+ * caller has locked their runs and tasks (lockRunsAndTasksStatement). The runs' tasks must be
+ * distinct: two ends of one task go in two statements, one after the other, so that the second
+ * sees the first's effect on the task. Its row is read by endedRuns.
  */
-export function recordLockedRunEndStatement(
-  runId: string,
-  workerId: string | null,
-  r: RunResultRow,
-): Statement {
-  return { sql: RECORD_RUN_END, params: [runId, workerId, r.status, r.output, r.error, r.completedAt] };
+export function recordLockedRunEndsStatement(ends: readonly RunEnd[]): Statement {
+  return {
+    sql: RECORD_RUN_ENDS,
+    params: [
+      ends.map((e) => e.runId),
+      ends.map((e) => e.workerId),
+      ends.map((e) => e.result.status),
+      ends.map((e) => e.result.output),
+      ends.map((e) => e.result.error),
+      ends.map((e) => e.result.completedAt),
+    ],
+  };
+}
+
+/**
+ * The runs a statement of recordLockedRunEndsStatement ended (those still held by their worker),
+ * from its row; a run whose lease was lost, or that was deleted, is not among them.
+ */
+export function endedRuns(row: Record<string, unknown> | undefined): RunRow[] {
+  const runs = typeof row?.runs === 'string' ? JSON.parse(row.runs) : row?.runs;
+  return Array.isArray(runs) ? runs.map((r) => runFromJson(r as RunRow)) : [];
 }
 
 /**

@@ -77,15 +77,18 @@ export const insertNoticeJobs = (o: {
     JOIN tasks nt ON nt.id = ${o.task}
    CROSS JOIN ${o.targets} tg`;
 
-/** Deletes a task's finished notice jobs beyond the newest MAX_KEPT_NOTICE_JOBS. */
-export const pruneNoticeJobs = (task: string) => `
+/**
+ * Deletes the finished notice jobs of the tasks `tasks` (an SQL expression for an array of
+ * task ids) beyond each task's newest MAX_KEPT_NOTICE_JOBS.
+ */
+export const pruneNoticeJobs = (tasks: string) => `
   DELETE FROM deliveries d
-   WHERE d.task_id = ${task} AND d.status IN ('delivered', 'failed')
-     AND d.id NOT IN (SELECT k.id FROM deliveries k WHERE k.task_id = ${task}
-                       ORDER BY k.created_at DESC, k.id DESC LIMIT ${MAX_KEPT_NOTICE_JOBS})`;
+   USING (SELECT k.id, k.status, row_number() OVER (PARTITION BY k.task_id ORDER BY k.created_at DESC, k.id DESC) AS n
+            FROM deliveries k WHERE k.task_id = ANY(${tasks})) k
+   WHERE d.id = k.id AND k.n > ${MAX_KEPT_NOTICE_JOBS} AND k.status IN ('delivered', 'failed')`;
 
 const QUEUE_TASK_NOTICE = `WITH input AS (SELECT $1::uuid AS task_id), targets AS (${deliveryTargets('$1::uuid')}),
-  pruned AS (${pruneNoticeJobs('$1::uuid')}),
+  pruned AS (${pruneNoticeJobs('ARRAY[$1::uuid]')}),
   queued AS (${insertNoticeJobs({ task: 'input.task_id', kind: '$2::text', payload: '$3::jsonb', at: '$4::timestamptz', from: 'input', targets: 'targets' })}
   RETURNING id)
   SELECT count(*)::int AS jobs, CASE WHEN count(*) > 0 THEN pg_notify('svc_deliveries', '') END AS woke FROM queued`;
