@@ -231,6 +231,42 @@ describe(`run writes committed together (${backendName})`, () => {
     assert.equal((await writers(mine)).size, 1);
   });
 
+  test("an end carrying its run's last calls writes them whether or not the end applies, and the run's figures with them", async () => {
+    const task = await newTask(svc, org);
+    const [mine, lost] = [await runningRun(task.id), await runningRun(task.id, 'another-worker')];
+    const canceled = await runningRun((await newTask(svc, org)).id);
+    await db().query(`UPDATE runs SET status = 'failed', canceled_at = now() WHERE id = $1`, [canceled.id]);
+    const w = batcher();
+    const first = w.recordUsage(usage(mine, 40, 0.4));
+    const retried = usage(mine, 60, 0.6);
+    const ended = await Promise.all([
+      w.recordEnd(mine, WORKER, completed('Mine'), [retried]),
+      w.recordEnd(lost, WORKER, completed('Not mine'), [usage(lost, 11, 0.11)]),
+      w.recordEnd(canceled, WORKER, completed('Too late'), [usage(canceled, 7, 0.07)]),
+    ]);
+    await first;
+    // Sent again (as after an unreachable database): counted once.
+    assert.equal(await w.recordEnd(mine, WORKER, completed('Mine'), [retried]), undefined);
+    assert.deepEqual(
+      ended.map((r) => [r?.status, r?.tokens_used, Number(r?.cost_cents ?? Number.NaN)]),
+      [
+        ['completed', 100, 1],
+        [undefined, undefined, Number.NaN],
+        [undefined, undefined, Number.NaN],
+      ],
+    );
+    const rows = (await outcome([], [mine, lost, canceled])).runs;
+    assert.deepEqual(
+      rows.map((r) => [r.status, r.ledger, r.ledger_tokens, r.tokens_used, r.cost_cents, r.calls]),
+      [
+        ['completed', 'completed', 100, 100, 1, 2],
+        // The other worker's run and the canceled one keep the calls, on the ledger and on the run.
+        ['running', 'pending', 11, 11, 0.11, 1],
+        ['failed', 'pending', 7, 7, 0.07, 1],
+      ],
+    );
+  });
+
   test('a model call written twice under one id counts once', async () => {
     const run = await runningRun((await newTask(svc, org)).id);
     const w = batcher();

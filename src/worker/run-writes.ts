@@ -26,6 +26,8 @@ interface EndWrite {
   run: HeldRun;
   workerId: string;
   result: RunResultRow;
+  /** Model calls of the run written with its end (recordEnd). */
+  calls: readonly ModelCallUsage[];
   resolve(row: RunRow | undefined): void;
   reject(err: unknown): void;
 }
@@ -121,11 +123,19 @@ export class RunWriteBatcher {
    * transaction has committed, the notifications the end calls for (notifyRunEnds): `svc_deliveries`
    * for queued deliveries and, where other processes share the database, `svc_runs` when the
    * run's organization has runs waiting for the place it freed. Resolves to the finished run, or
-   * undefined when the lease was no longer this worker's.
+   * undefined when the lease was no longer this worker's. `calls`, the run's last model calls,
+   * are written in the same transaction, before the end and whether or not the lease still
+   * holds (as recordUsage would): one commit for the answer and the end it decides. A rejection
+   * wrote neither.
    */
-  recordEnd(run: HeldRun, workerId: string, result: RunResultRow): Promise<RunRow | undefined> {
+  recordEnd(
+    run: HeldRun,
+    workerId: string,
+    result: RunResultRow,
+    calls: readonly ModelCallUsage[] = [],
+  ): Promise<RunRow | undefined> {
     return new Promise((resolve, reject) =>
-      this.#add({ kind: 'end', run, workerId, result, resolve, reject }),
+      this.#add({ kind: 'end', run, workerId, result, calls, resolve, reject }),
     );
   }
 
@@ -142,7 +152,14 @@ export class RunWriteBatcher {
     const runIds = [...new Set([...calls.map((c) => c.runId), ...ends.map((e) => e.run.id)])];
     const taskIds = [...new Set(ends.map((e) => e.run.task_id))];
     const statements: Statement[] = [lockRunsAndTasksStatement(runIds.sort(byId), taskIds.sort(byId))];
-    if (calls.length) statements.push(recordModelCallsStatement(calls));
+    if (calls.length) {
+      statements.push(
+        recordModelCallsStatement(
+          calls,
+          ends.map((e) => ({ runId: e.run.id, workerId: e.workerId })),
+        ),
+      );
+    }
     const first = statements.length;
     for (const round of roundsOfDistinctTasks(ends)) {
       statements.push(
@@ -193,7 +210,7 @@ export class RunWriteBatcher {
           byId(a.run.id, b.run.id),
       );
     const usage = batch.filter((w): w is UsageWrite => w.kind === 'usage');
-    const calls = usage.map((w) => w.call);
+    const calls = [...usage.map((w) => w.call), ...ends.flatMap((e) => e.calls)];
     try {
       ended = ends.length ? await this.#record(calls, ends) : [];
       // Usage alone is one statement, committed by itself (a batch of one: planned once).

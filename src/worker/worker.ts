@@ -11,32 +11,20 @@ import { claimRuns } from '../db/sql/run-claim.ts';
 import type { RunContextRow } from '../db/sql/run-context.ts';
 import { notifyIfClaimable, releaseRun, renewLeases } from '../db/sql/run-queue.ts';
 import type { RunRow } from '../db/sql/runs.ts';
-import { settleDeletedRun } from '../db/sql/usage.ts';
+import { type ModelCallUsage, settleDeletedRun } from '../db/sql/usage.ts';
 import type { Deps } from '../domain/deps.ts';
 import type { ReservedRunPlace } from '../domain/run-handoff.ts';
-import { leaseOwnerId, newId } from '../lib/ids.ts';
+import { leaseOwnerId } from '../lib/ids.ts';
 import { FirstOfTwo } from '../lib/local-signals.ts';
 import { Loop } from '../lib/loop.ts';
-import type { CallUsage, RunExecutor, RunResult } from '../runner/executor.ts';
+import type { RunExecutor, RunResult } from '../runner/executor.ts';
 import { CancelWatch } from './cancel-watch.ts';
 import { recoverExpiredLeases } from './lease-recovery.ts';
+import { RunUsage } from './run-usage.ts';
 import { RunWriteBatcher } from './run-writes.ts';
 
 /** How long a finished run's result is retried while the database is unreachable. */
 const RECORD_RETRY_MS = 10 * 60_000;
-
-/**
- * Bounds on one model call's usage as recorded: a provider's figures are its own claims, and one
- * that is not a number, negative or absurd must neither fail the write nor swell the bill.
- */
-export const MAX_CALL_TOKENS = 10_000_000;
-export const MAX_CALL_COST_CENTS = 100_000;
-
-/** A figure as recorded: a finite number within [0, max], else 0 (not a number) or max. */
-function bounded(value: unknown, max: number): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) return 0;
-  return Math.min(value, max);
-}
 
 /**
  * Why an execution was cut short. 'canceled': a cancel request ended the run in the database
@@ -346,38 +334,38 @@ export class RunWorker {
     const startedAt = run.started_at ?? clock.now();
     // An aborted execution may throw or return; either way the abort reason decides below.
     let result: RunResult | undefined;
-    // What this execution put on the ledger, call by call (the model calls it paid for).
-    const recorded = { tokensUsed: 0, costCents: 0 };
-    const recordUsage = async (reported: CallUsage) => {
-      const usage = {
-        providerCallId: reported.providerCallId,
-        tokensUsed: Math.round(bounded(reported.tokensUsed, MAX_CALL_TOKENS)),
-        costCents: bounded(reported.costCents, MAX_CALL_COST_CENTS),
-      };
-      if (usage.tokensUsed !== reported.tokensUsed || usage.costCents !== reported.costCents) {
-        log.warn(
-          { runId: run.id, reported, recorded: usage },
-          'model call usage out of bounds; recorded within them',
-        );
-      }
-      recorded.tokensUsed += reported.tokensUsed;
-      recorded.costCents += reported.costCents;
-      await this.#recordUsage(run, usage, signal);
-    };
+    // The model calls this execution paid for, call by call: on the ledger at once, but those
+    // after its last answer, which go with its end (RunUsage).
+    const usage = new RunUsage(run, (call) => this.#recordUsage(call, signal), log);
+    const recorded = usage.reported;
     // The plan's run limit was decided when the run was created (domain/run-limit.ts): a run
     // that exists is executed.
     try {
       result = await this.#executor.execute(
-        { run, context, startedAt, recordUsage, executionDone: executed },
+        {
+          run,
+          context,
+          startedAt,
+          recordUsage: (call) => usage.record(call),
+          executionDone: () => {
+            usage.lastAnswered();
+            executed();
+          },
+        },
         signal,
       );
     } catch (err) {
-      if (!signal.aborted) throw err;
+      if (!signal.aborted) {
+        await usage.flush();
+        throw err;
+      }
     }
     executed();
     // Usage the executor totalled without recording it call by call is recorded now.
-    if (result) await this.#recordRemainder(run, result, recorded, recordUsage);
+    if (result) await usage.recordRemainder(result);
     const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
+    // A run stopped short of its end's write has its carried calls written alone.
+    if (reason === 'canceled' || reason === 'lease_lost' || reason === 'shutdown') await usage.flush();
     switch (reason) {
       case 'canceled':
         // The cancel ended the run (failed, canceled_at, no delivery) and freed its place; the
@@ -425,15 +413,25 @@ export class RunWorker {
     // Recorded with the ends of other runs that arrive meanwhile (one commit), then the
     // notifications it calls for are sent: svc_deliveries for its queued deliveries, svc_runs
     // for the place it frees.
+    const calls = usage.takeCarried();
     const finished = await this.#whileDatabaseReturns(run.id, signal, () =>
-      this.#runWrites.recordEnd(run, this.id, {
-        status,
-        // A run failed by a check keeps what the model produced, for its owner to see.
-        output: result.ok ? result.output : (result.output ?? null),
-        error: result.ok ? null : result.message,
-        completedAt: clock.statementNow(),
-      }),
-    );
+      this.#runWrites.recordEnd(
+        run,
+        this.id,
+        {
+          status,
+          // A run failed by a check keeps what the model produced, for its owner to see.
+          output: result.ok ? result.output : (result.output ?? null),
+          error: result.ok ? null : result.message,
+          completedAt: clock.statementNow(),
+        },
+        calls,
+      ),
+    ).catch(async (err: unknown) => {
+      // Neither the end nor its calls were written: the calls are, alone (they were paid for).
+      await usage.flush(calls);
+      throw err;
+    });
     this.#endsTold.add(run.id);
     if (!finished) {
       if (await settleDeletedRun(db, run.id, status)) {
@@ -469,39 +467,20 @@ export class RunWorker {
    * happens to the run meanwhile: the provider has charged for the call. Never rejects; usage
    * that could not be written is logged with its figures.
    */
-  async #recordUsage(run: RunRow, usage: CallUsage, signal: AbortSignal): Promise<void> {
+  async #recordUsage(call: ModelCallUsage, signal: AbortSignal): Promise<void> {
     const { log } = this.#deps;
-    const call = { id: newId(), runId: run.id, ...usage };
     try {
       await this.#whileDatabaseReturns(
-        run.id,
+        call.runId,
         signal,
         () => this.#runWrites.recordUsage(call),
         'a model call',
       );
     } catch (err) {
       log.error(
-        { err, runId: run.id, callId: call.id, tokensUsed: usage.tokensUsed, costCents: usage.costCents },
+        { err, runId: call.runId, callId: call.id, tokensUsed: call.tokensUsed, costCents: call.costCents },
         "a model call's usage could not be recorded",
       );
-    }
-  }
-
-  /** Records what the executor's totals hold beyond the calls it recorded itself. */
-  async #recordRemainder(
-    run: RunRow,
-    result: RunResult,
-    recorded: { tokensUsed: number; costCents: number },
-    record: (usage: CallUsage) => Promise<void>,
-  ): Promise<void> {
-    // Not a number (the totals of a provider's nonsense figures) counts as nothing left.
-    const tokensUsed = Math.round(bounded(result.tokensUsed - recorded.tokensUsed, Number.MAX_VALUE));
-    // Sums of fractional cents in another order differ in the last bits, not by a real amount.
-    const left = bounded(result.costCents - recorded.costCents, Number.MAX_VALUE);
-    const costCents = left > 1e-9 ? left : 0;
-    if (tokensUsed > 0 || costCents > 0) {
-      this.#deps.log.info({ runId: run.id, tokensUsed, costCents }, 'usage recorded from the run totals');
-      await record({ providerCallId: null, tokensUsed, costCents });
     }
   }
 

@@ -39,11 +39,14 @@ const RECORD_MODEL_CALLS = `WITH input AS (
          FROM added a WHERE u.run_id = a.run_id
        RETURNING u.run_id, u.tokens_used, u.cost_cents
      )
-     -- The run's own figures brought up to its ledger row's (greatest: never lowered).
+     -- The run's own figures brought up to its ledger row's (greatest: never lowered), but for a
+     -- run whose end follows in the transaction and will take them (still held by its worker).
      UPDATE runs r SET cost_cents = greatest(r.cost_cents, l.cost_cents),
             tokens_used = greatest(r.tokens_used, l.tokens_used)
        FROM ledger l
       WHERE r.id = l.run_id AND (r.cost_cents < l.cost_cents OR r.tokens_used < l.tokens_used)
+        AND NOT EXISTS (SELECT 1 FROM unnest($6::uuid[], $7::text[]) e(run_id, worker_id)
+                         WHERE e.run_id = r.id AND r.status = 'running' AND r.lease_owner = e.worker_id)
      -- Rows returned, so that the statement can be one of a batch (statement-batch.ts).
      RETURNING r.id`;
 
@@ -55,8 +58,16 @@ const RECORD_MODEL_CALLS = `WITH input AS (
  * The runs' rows are locked first, in id order, before the ledger rows: a cancel and a run's end
  * take a run's row before its ledger row, and the opposite order could deadlock with them. One
  * statement, sent in a batch (statement-batch.ts).
+ *
+ * `endingNext`: runs whose end (recordLockedRunEndsStatement, which sets a run's tokens and cost
+ * from its ledger row) follows in the same transaction, each with the worker that must hold it;
+ * the run's own figures are left to that end where it will apply, saving a second version of
+ * the run's row.
  */
-export function recordModelCallsStatement(calls: readonly ModelCallUsage[]): Statement {
+export function recordModelCallsStatement(
+  calls: readonly ModelCallUsage[],
+  endingNext: readonly { runId: string; workerId: string }[] = [],
+): Statement {
   return {
     sql: RECORD_MODEL_CALLS,
     params: [
@@ -65,6 +76,8 @@ export function recordModelCallsStatement(calls: readonly ModelCallUsage[]): Sta
       calls.map((c) => c.providerCallId),
       calls.map((c) => Math.round(c.tokensUsed)),
       calls.map((c) => c.costCents),
+      endingNext.map((e) => e.runId),
+      endingNext.map((e) => e.workerId),
     ],
   };
 }
