@@ -1,5 +1,6 @@
 import { type Db, isDatabaseUnavailable } from '../db/db.ts';
 import {
+  type EndedRun,
   endedRuns,
   lockRunsAndTasksStatement,
   notifyRunEnds,
@@ -28,7 +29,7 @@ interface EndWrite {
   result: RunResultRow;
   /** Model calls of the run written with its end (recordEnd). */
   calls: readonly ModelCallUsage[];
-  resolve(row: RunRow | undefined): void;
+  resolve(row: EndedRun | undefined): void;
   reject(err: unknown): void;
 }
 
@@ -149,7 +150,7 @@ export class RunWriteBatcher {
     workerId: string,
     result: RunResultRow,
     calls: readonly ModelCallUsage[] = [],
-  ): Promise<RunRow | undefined> {
+  ): Promise<EndedRun | undefined> {
     return new Promise((resolve, reject) =>
       this.#add({ kind: 'end', run, workerId, result, calls, resolve, reject }),
     );
@@ -164,7 +165,7 @@ export class RunWriteBatcher {
    * usage, then the ends, one statement for the runs of distinct tasks (recordLockedRunEndsStatement);
    * the ends' rows in the order of `ends`.
    */
-  async #record(calls: ModelCallUsage[], ends: EndWrite[]): Promise<(RunRow | undefined)[]> {
+  async #record(calls: ModelCallUsage[], ends: EndWrite[]): Promise<(EndedRun | undefined)[]> {
     const runIds = [...new Set([...calls.map((c) => c.runId), ...ends.map((e) => e.run.id)])];
     const taskIds = [...new Set(ends.map((e) => e.run.task_id))];
     const statements: Statement[] = [lockRunsAndTasksStatement(runIds.sort(byId), taskIds.sort(byId))];
@@ -194,7 +195,7 @@ export class RunWriteBatcher {
    * makes its transaction take a database-wide lock from its commit until the commit is flushed,
    * so in the batch's transaction it would serialise the commits of every process's writes.
    */
-  #notify(ends: EndWrite[], rows: (RunRow | undefined)[]): Promise<void> {
+  #notify(ends: EndWrite[], rows: (EndedRun | undefined)[]): Promise<void> {
     const deliveries = rows.some((r) => r?.delivery_status === 'pending');
     // Without other processes, the worker that ended the run claims again by itself.
     const organizations = this.#db.backend.shared ? [...new Set(ends.map((e) => e.run.organization_id))] : [];
@@ -216,7 +217,7 @@ export class RunWriteBatcher {
   }
 
   async #send(batch: Write[]): Promise<void> {
-    let ended: (RunRow | undefined)[];
+    let ended: (EndedRun | undefined)[];
     const ends = batch
       .filter((w): w is EndWrite => w.kind === 'end')
       .sort(

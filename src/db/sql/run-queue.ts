@@ -1,7 +1,7 @@
 import { PLAN_EACH_TIME, type Queryable } from '../db.ts';
 import { deliveryTargets } from './delivery-targets.ts';
 import { type LeasedTable, releaseLeased, renewLeased } from './leased-jobs.ts';
-import { type RunRow, runFromJson } from './runs.ts';
+import type { RunRow } from './runs.ts';
 import { runStatementBatch, type Statement } from './statement-batch.ts';
 import { insertNoticeJobs, pruneNoticeJobs } from './task-notices.ts';
 
@@ -243,8 +243,12 @@ const RECORD_RUN_ENDS = `WITH input AS (
               run.completed_at, run.completed_at
          FROM run JOIN targets ON targets.run_id = run.id JOIN task ON task.run_id = run.id
      )
-     -- One row (a batch returns each statement's first row): the ended runs.
-     SELECT json_agg(run) AS runs FROM run`;
+     -- One row (a batch returns each statement's first row): the ended runs, what their
+     -- writers read of them (EndedRun); not the output they sent.
+     SELECT json_agg(json_build_object('id', run.id, 'organization_id', run.organization_id,
+              'status', run.status, 'cost_cents', run.cost_cents, 'tokens_used', run.tokens_used,
+              'duration_ms', run.duration_ms, 'delivery_status', run.delivery_status)) AS runs
+       FROM run`;
 
 /**
  * Records a run's end; the caller holds a transaction. First the run's row and then its task's
@@ -263,7 +267,7 @@ export async function recordRunEndAndQueueDeliveries(
   runId: string,
   workerId: string | null,
   r: RunResultRow,
-): Promise<RunRow | undefined> {
+): Promise<EndedRun | undefined> {
   await tx.query(LOCK_RUN_AND_TASK, [runId]);
   return recordLockedRunEnd(tx, runId, workerId, r);
 }
@@ -289,6 +293,12 @@ export function lockRunsAndTasksStatement(runIds: readonly string[], taskIds: re
   return { sql: LOCK_RUNS_AND_TASKS, params: [runIds, taskIds] };
 }
 
+/** What a run's end returns of the run it ended. */
+export type EndedRun = Pick<
+  RunRow,
+  'id' | 'organization_id' | 'status' | 'cost_cents' | 'tokens_used' | 'duration_ms' | 'delivery_status'
+>;
+
 /** A run's end as recordLockedRunEndsStatement takes it. */
 export interface RunEnd {
   runId: string;
@@ -306,7 +316,7 @@ export async function recordLockedRunEnd(
   runId: string,
   workerId: string | null,
   r: RunResultRow,
-): Promise<RunRow | undefined> {
+): Promise<EndedRun | undefined> {
   const { sql, params } = recordLockedRunEndsStatement([{ runId, workerId, result: r }]);
   const [row] = await tx.query<Record<string, unknown>>(sql, params);
   return endedRuns(row)[0];
@@ -336,9 +346,9 @@ export function recordLockedRunEndsStatement(ends: readonly RunEnd[]): Statement
  * The runs a statement of recordLockedRunEndsStatement ended (those still held by their worker),
  * from its row; a run whose lease was lost, or that was deleted, is not among them.
  */
-export function endedRuns(row: Record<string, unknown> | undefined): RunRow[] {
+export function endedRuns(row: Record<string, unknown> | undefined): EndedRun[] {
   const runs = typeof row?.runs === 'string' ? JSON.parse(row.runs) : row?.runs;
-  return Array.isArray(runs) ? runs.map((r) => runFromJson(r as RunRow)) : [];
+  return Array.isArray(runs) ? (runs as EndedRun[]) : [];
 }
 
 /**
