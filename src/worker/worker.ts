@@ -23,6 +23,15 @@ import { recoverExpiredLeases } from './lease-recovery.ts';
 import { RunUsage } from './run-usage.ts';
 import { RunWriteBatcher } from './run-writes.ts';
 
+/**
+ * Free places from which a claim is sent at once, without waiting a turn of the event loop for
+ * more (#claimFreeSlots). Measured with the peers bench's throughput modules, alternated with
+ * claiming at every freed place: with a 100 ms model, CPU per run (process + database) 1.41 ms
+ * against 1.96 at concurrency 32 and 2.08 against 3.5 at 8 (claims per run about halved), runs/s
+ * within 1.5%; with the instant model at concurrency 8, 1,374-1,428 runs/s against 1,265-1,332.
+ */
+const CLAIM_TOGETHER = 4;
+
 /** How long a finished run's result is retried while the database is unreachable. */
 const RECORD_RETRY_MS = 10 * 60_000;
 
@@ -215,11 +224,20 @@ export class RunWorker {
 
   async #claimFreeSlots(): Promise<void> {
     const { db, clock, config, metrics, log } = this.#deps;
+    let yielded = false;
     for (;;) {
       const free = config.worker.concurrency - this.#executing;
       // A place held for a run now may be given back: this claim is then made again.
       if (free <= 0 && this.#reserved > 0) this.#claimWhenReleased = true;
       if (free <= 0 || this.#loop.stopping) return;
+      // A few places freed while other runs still execute: one turn of the event loop first, so
+      // that the places freed by the answers read in this turn (runs started together end
+      // together) go into the same claim. A claim's cost is mostly paid per claim, not per run.
+      if (!yielded && this.#executing > 0 && free < Math.min(CLAIM_TOGETHER, config.worker.concurrency)) {
+        yielded = true;
+        await new Promise((resolve) => setImmediate(resolve));
+        continue;
+      }
       await this.#recoverExpiredLeasesWhenDue();
       // One statement: the fair pick, the locks of its organizations, the claim with each
       // run's context (run-claim.ts).
