@@ -25,8 +25,8 @@ function bounded(value: unknown, max: number): number {
  * run's end and written in its transaction (RunWriteBatcher.recordEnd), one commit for the
  * answer and the end it decides, saving the ledger a transaction per run. The window in which a
  * crash loses them is the same: from the answer to the next commit. A run that does not reach
- * its end's write (canceled, lease lost, shutdown), or whose end's write failed, has them
- * written alone (flush).
+ * its end's write (canceled, lease lost, shutdown, an executor that threw), or whose end's write
+ * failed, has them written alone (flush, which the worker calls whatever happened).
  */
 export class RunUsage {
   /** What the executor reported, summed as reported (its totals are compared with them). */
@@ -81,13 +81,19 @@ export class RunUsage {
     }
   }
 
-  /** The calls carried to the end, handed to its write (and no longer held here). */
-  takeCarried(): ModelCallUsage[] {
-    return this.#carried.splice(0);
+  /**
+   * Writes the run's end (`write`) with the calls carried to it; they are carried no more once
+   * it resolved. If it rejects, neither was written and the calls stay for flush.
+   */
+  async withEnd<T>(write: (calls: readonly ModelCallUsage[]) => Promise<T>): Promise<T> {
+    const calls = [...this.#carried];
+    const written = await write(calls);
+    this.#carried = this.#carried.filter((c) => !calls.includes(c));
+    return written;
   }
 
-  /** Writes `calls` (default: those still carried) alone, one after the other. */
-  async flush(calls = this.takeCarried()): Promise<void> {
-    for (const call of calls) await this.#write(call);
+  /** Writes the calls still carried, alone, one after the other. */
+  async flush(): Promise<void> {
+    for (const call of this.#carried.splice(0)) await this.#write(call);
   }
 }

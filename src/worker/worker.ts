@@ -347,15 +347,31 @@ export class RunWorker {
     signal: AbortSignal,
     executed: () => void,
   ): Promise<void> {
-    const { db, clock, log, metrics } = this.#deps;
     if (!context) return; // The task was deleted; its runs went with it.
+    // The model calls this execution paid for, call by call: on the ledger at once, but those
+    // after its last answer, which go with its end (RunUsage).
+    const usage = new RunUsage(run, (call) => this.#recordUsage(call, signal), this.#deps.log);
+    try {
+      await this.#executeAndRecord(run, context, signal, executed, usage);
+    } finally {
+      // Calls still carried here never reached a written end (the run was canceled, lost or
+      // released, or its end could not be written): they are written alone, being paid for.
+      await usage.flush();
+    }
+  }
+
+  async #executeAndRecord(
+    run: RunRow,
+    context: RunContextRow,
+    signal: AbortSignal,
+    executed: () => void,
+    usage: RunUsage,
+  ): Promise<void> {
+    const { db, clock, log, metrics } = this.#deps;
     // The claim set it (the lease's start).
     const startedAt = run.started_at ?? clock.now();
     // An aborted execution may throw or return; either way the abort reason decides below.
     let result: RunResult | undefined;
-    // The model calls this execution paid for, call by call: on the ledger at once, but those
-    // after its last answer, which go with its end (RunUsage).
-    const usage = new RunUsage(run, (call) => this.#recordUsage(call, signal), log);
     const recorded = usage.reported;
     // The plan's run limit was decided when the run was created (domain/run-limit.ts): a run
     // that exists is executed.
@@ -374,17 +390,15 @@ export class RunWorker {
         signal,
       );
     } catch (err) {
-      if (!signal.aborted) {
-        await usage.flush();
-        throw err;
-      }
+      if (!signal.aborted) throw err;
     }
     executed();
     // Usage the executor totalled without recording it call by call is recorded now.
     if (result) await usage.recordRemainder(result);
     const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
-    // A run stopped short of its end's write has its carried calls written alone.
-    if (reason === 'canceled' || reason === 'lease_lost' || reason === 'shutdown') await usage.flush();
+    // A stopped run's carried calls are on the ledger before its usage is reported below (a
+    // timed-out run's too: it is rare enough not to carry them to its end).
+    if (reason) await usage.flush();
     switch (reason) {
       case 'canceled':
         // The cancel ended the run (failed, canceled_at, no delivery) and freed its place; the
@@ -432,25 +446,22 @@ export class RunWorker {
     // Recorded with the ends of other runs that arrive meanwhile (one commit), then the
     // notifications it calls for are sent: svc_deliveries for its queued deliveries, svc_runs
     // for the place it frees.
-    const calls = usage.takeCarried();
-    const finished = await this.#whileDatabaseReturns(run.id, signal, () =>
-      this.#runWrites.recordEnd(
-        run,
-        this.id,
-        {
-          status,
-          // A run failed by a check keeps what the model produced, for its owner to see.
-          output: result.ok ? result.output : (result.output ?? null),
-          error: result.ok ? null : result.message,
-          completedAt: clock.statementNow(),
-        },
-        calls,
+    const finished = await usage.withEnd((calls) =>
+      this.#whileDatabaseReturns(run.id, signal, () =>
+        this.#runWrites.recordEnd(
+          run,
+          this.id,
+          {
+            status,
+            // A run failed by a check keeps what the model produced, for its owner to see.
+            output: result.ok ? result.output : (result.output ?? null),
+            error: result.ok ? null : result.message,
+            completedAt: clock.statementNow(),
+          },
+          calls,
+        ),
       ),
-    ).catch(async (err: unknown) => {
-      // Neither the end nor its calls were written: the calls are, alone (they were paid for).
-      await usage.flush(calls);
-      throw err;
-    });
+    );
     this.#endsTold.add(run.id);
     if (!finished) {
       if (await settleDeletedRun(db, run.id, status)) {
