@@ -267,6 +267,29 @@ describe(`run writes committed together (${backendName})`, () => {
     );
   });
 
+  test('ends whose outputs pass 1,000,000 characters together are not sent in one batch', async () => {
+    const task = await newTask(svc, org);
+    const other = await newTask(svc, org);
+    const [first, a, b] = [await runningRun(task.id), await runningRun(other.id), await runningRun(other.id)];
+    const w = batcher();
+    const big = 'x'.repeat(600_000);
+    // The first end is in flight; the two large ones queue behind it, and only one fits a batch.
+    const ended = await Promise.all([
+      w.recordEnd(first, WORKER, completed('Small')),
+      w.recordEnd(a, WORKER, completed(big)),
+      w.recordEnd(b, WORKER, completed(big)),
+    ]);
+    assert.deepEqual(
+      ended.map((r) => r?.status),
+      ['completed', 'completed', 'completed'],
+    );
+    assert.equal((await writers([first, a, b])).size, 3);
+    const [row] = await db().query<{ n: number }>('SELECT length(output)::int AS n FROM runs WHERE id = $1', [
+      b.id,
+    ]);
+    assert.equal(row?.n, 600_000);
+  });
+
   test('a model call written twice under one id counts once', async () => {
     const run = await runningRun((await newTask(svc, org)).id);
     const w = batcher();
