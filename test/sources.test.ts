@@ -339,6 +339,8 @@ describe('sources', () => {
     const ids: string[] = [];
     for (const name of ['one', 'two', 'three']) {
       ids.push((await create(fresh, { type: 'local', name, config: {} })).body.id);
+      // createdAt has millisecond resolution: two sources of one millisecond are ordered by id.
+      await new Promise((r) => setTimeout(r, 2));
     }
     await create(fx.other, { type: 'local', name: 'theirs', config: {} });
     const res = await list(fresh);
