@@ -3,15 +3,11 @@
 // whose lease is not renewed is recovered by any worker (handed to another, or failed after
 // SVC_RUN_MAX_ATTEMPTS starts), and every write is conditioned on still holding the lease.
 
-import { queueUsageReport } from '../billing/usage-meter.ts';
-import { isDatabaseUnavailable } from '../db/db.ts';
-import { notify } from '../db/sql/notify.ts';
 import { canceledAmong } from '../db/sql/run-cancel.ts';
 import { claimRuns } from '../db/sql/run-claim.ts';
 import type { RunContextRow } from '../db/sql/run-context.ts';
-import { notifyIfClaimable, releaseRun, renewLeases } from '../db/sql/run-queue.ts';
+import { notifyIfClaimable, renewLeases } from '../db/sql/run-queue.ts';
 import type { RunRow } from '../db/sql/runs.ts';
-import { type ModelCallUsage, settleDeletedRun } from '../db/sql/usage.ts';
 import type { Deps } from '../domain/deps.ts';
 import type { ReservedRunPlace } from '../domain/run-handoff.ts';
 import { leaseOwnerId } from '../lib/ids.ts';
@@ -20,6 +16,7 @@ import { Loop } from '../lib/loop.ts';
 import type { RunExecutor, RunResult } from '../runner/executor.ts';
 import { CancelWatch } from './cancel-watch.ts';
 import { recoverExpiredLeases } from './lease-recovery.ts';
+import { type AbortReason, RunOutcomes } from './run-outcome.ts';
 import { RunUsage } from './run-usage.ts';
 import { RunWriteBatcher } from './run-writes.ts';
 
@@ -32,15 +29,6 @@ import { RunWriteBatcher } from './run-writes.ts';
  * A 1 ms timer instead of the turn saved as much CPU but cost its millisecond in runs/s.
  */
 const CLAIM_TOGETHER = 4;
-
-/** How long a finished run's result is retried while the database is unreachable. */
-const RECORD_RETRY_MS = 10 * 60_000;
-
-/**
- * Why an execution was cut short. 'canceled': a cancel request ended the run in the database
- * (domain/run-control.ts); the worker only stops executing it.
- */
-type AbortReason = 'lease_lost' | 'shutdown' | 'timeout' | 'canceled';
 
 interface ActiveRun {
   run: RunRow;
@@ -85,13 +73,10 @@ export class RunWorker {
   /** The places the claim in flight may fill (its limit), 0 between claims. */
   #claiming = 0;
   /**
-   * The usage and the ends of the runs held here, several per statement or transaction under
-   * load; apart, so that a usage write, which an execution waits for, never queues behind a
-   * batch of ends.
+   * What each execution came to, recorded (its end, or what its stop calls for): the usage and
+   * the ends of the runs held here, several per statement or transaction under load.
    */
-  readonly #runWrites: RunWriteBatcher;
-  /** Runs whose recorded end already told the other workers of the place it freed. */
-  readonly #endsTold = new Set<string>();
+  readonly #outcomes: RunOutcomes;
 
   constructor(deps: Deps, executor: RunExecutor) {
     this.#deps = deps;
@@ -130,7 +115,11 @@ export class RunWorker {
     });
     // Usage and ends share batches: each batch is one round trip (run-writes.ts), so an end
     // rides with the usage of other runs' calls that arrive meanwhile.
-    this.#runWrites = new RunWriteBatcher(deps.db, deps.config.worker.orgConcurrency);
+    this.#outcomes = new RunOutcomes(
+      deps,
+      this.id,
+      new RunWriteBatcher(deps.db, deps.config.worker.orgConcurrency),
+    );
   }
 
   /** Leases are renewed three times per lease period, so one late heartbeat loses nothing. */
@@ -317,7 +306,7 @@ export class RunWorker {
    */
   async #runLeft(run: RunRow): Promise<void> {
     // Sent once the run's end was committed (RunWriteBatcher.recordEnd).
-    const told = this.#endsTold.delete(run.id);
+    const told = this.#outcomes.endTold(run.id);
     if (this.#loop.stopping) return;
     this.wake();
     const { db, config, log } = this.#deps;
@@ -350,7 +339,7 @@ export class RunWorker {
     if (!context) return; // The task was deleted; its runs went with it.
     // The model calls this execution paid for, call by call: on the ledger at once, but those
     // after its last answer, which go with its end (RunUsage).
-    const usage = new RunUsage(run, (call) => this.#recordUsage(call, signal), this.#deps.log);
+    const usage = new RunUsage(run, (call) => this.#outcomes.recordUsage(call, signal), this.#deps.log);
     try {
       await this.#executeAndRecord(run, context, signal, executed, usage);
     } finally {
@@ -367,12 +356,10 @@ export class RunWorker {
     executed: () => void,
     usage: RunUsage,
   ): Promise<void> {
-    const { db, clock, log, metrics } = this.#deps;
     // The claim set it (the lease's start).
-    const startedAt = run.started_at ?? clock.now();
-    // An aborted execution may throw or return; either way the abort reason decides below.
+    const startedAt = run.started_at ?? this.#deps.clock.now();
+    // An aborted execution may throw or return; either way the abort reason decides (RunOutcomes).
     let result: RunResult | undefined;
-    const recorded = usage.reported;
     // The plan's run limit was decided when the run was created (domain/run-limit.ts): a run
     // that exists is executed.
     try {
@@ -395,171 +382,7 @@ export class RunWorker {
     executed();
     // Usage the executor totalled without recording it call by call is recorded now.
     if (result) await usage.recordRemainder(result);
-    const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
-    // A stopped run's carried calls are on the ledger before its usage is reported below (a
-    // timed-out run's too: it is rare enough not to carry them to its end).
-    if (reason) await usage.flush();
-    switch (reason) {
-      case 'canceled':
-        // The cancel ended the run (failed, canceled_at, no delivery) and freed its place; the
-        // usage of the answers received before it stopped is on the ledger and copied to it.
-        metrics.runsReleased.inc({ reason: 'canceled' });
-        log.info({ runId: run.id, tokensUsed: recorded.tokensUsed }, 'run stopped: it was canceled');
-        await this.#reportUsage(context, run.organization_id, recorded.costCents, run.id);
-        return;
-      case 'lease_lost':
-        // Another worker holds the run now (or it was deleted with its task); only the usage
-        // this one paid for, already on the ledger, is kept.
-        metrics.runsReleased.inc({ reason: 'lease_lost' });
-        if (await settleDeletedRun(db, run.id, 'failed')) {
-          log.info(
-            { runId: run.id },
-            'run stopped: it was deleted with its task; its usage stays on the ledger',
-          );
-        } else {
-          log.warn({ runId: run.id }, 'run abandoned: its lease was lost to another worker');
-        }
-        await this.#reportUsage(context, run.organization_id, recorded.costCents, run.id);
-        return;
-      case 'shutdown':
-        if (await releaseRun(db, run.id, this.id)) {
-          await notify(db, 'svc_runs');
-          metrics.runsReleased.inc({ reason: 'shutdown' });
-          log.info({ runId: run.id }, 'run released to the queue: shutdown grace period over');
-        }
-        await this.#reportUsage(context, run.organization_id, recorded.costCents, run.id);
-        return;
-      case 'timeout':
-        result = {
-          ok: false,
-          errorType: 'timeout',
-          message: `The run did not finish within ${Math.round(this.#deps.config.worker.runTimeoutMs / 1000)} s and was stopped`,
-          tokensUsed: result?.tokensUsed ?? 0,
-          costCents: result?.costCents ?? 0,
-        };
-        break;
-      case undefined:
-        break;
-    }
-    if (!result) throw new Error('the executor returned no result without being aborted');
-    const status = result.ok ? 'completed' : 'failed';
-    // Recorded with the ends of other runs that arrive meanwhile (one commit), then the
-    // notifications it calls for are sent: svc_deliveries for its queued deliveries, svc_runs
-    // for the place it frees.
-    const finished = await usage.withEnd((calls) =>
-      this.#whileDatabaseReturns(run.id, signal, () =>
-        this.#runWrites.recordEnd(
-          run,
-          this.id,
-          {
-            status,
-            // A run failed by a check keeps what the model produced, for its owner to see.
-            output: result.ok ? result.output : (result.output ?? null),
-            error: result.ok ? null : result.message,
-            completedAt: clock.statementNow(),
-          },
-          calls,
-        ),
-      ),
-    );
-    this.#endsTold.add(run.id);
-    if (!finished) {
-      if (await settleDeletedRun(db, run.id, status)) {
-        log.info(
-          { runId: run.id },
-          'run ended after it was deleted with its task; its usage stays on the ledger',
-        );
-      } else if ((await canceledAmong(db, [run.id])).size) {
-        log.info({ runId: run.id }, 'run result dropped: the run was canceled before it was recorded');
-      } else {
-        log.warn({ runId: run.id }, 'run result dropped: the lease was lost before it was recorded');
-      }
-      await this.#reportUsage(context, run.organization_id, recorded.costCents, run.id);
-      return;
-    }
-    await this.#reportUsage(context, finished.organization_id, Number(finished.cost_cents), run.id);
-    metrics.runsFinished.inc({ status: finished.status });
-    log.info(
-      {
-        runId: run.id,
-        status: finished.status,
-        durationMs: finished.duration_ms,
-        ...(!result.ok && { errorType: result.errorType }),
-      },
-      'run finished',
-    );
-  }
-
-  /**
-   * Writes one model call's usage to the ledger and brings the run's own figures up to date, in
-   * one statement (retried while the database is unreachable, under one id so that it counts
-   * once; committed with other runs' writes that arrive meanwhile). It is written whatever
-   * happens to the run meanwhile: the provider has charged for the call. Never rejects; usage
-   * that could not be written is logged with its figures.
-   */
-  async #recordUsage(call: ModelCallUsage, signal: AbortSignal): Promise<void> {
-    const { log } = this.#deps;
-    try {
-      await this.#whileDatabaseReturns(
-        call.runId,
-        signal,
-        () => this.#runWrites.recordUsage(call),
-        'a model call',
-      );
-    } catch (err) {
-      log.error(
-        { err, runId: call.runId, callId: call.id, tokensUsed: call.tokensUsed, costCents: call.costCents },
-        "a model call's usage could not be recorded",
-      );
-    }
-  }
-
-  /**
-   * Usage beyond the plan's credits is reported to Stripe (paid plan with a customer, as the
-   * run found it); the report covers the whole period, so a skipped or failed one is caught up
-   * by the organization's next run.
-   */
-  async #reportUsage(
-    context: RunContextRow,
-    organizationId: string,
-    costCents: number,
-    runId: string,
-  ): Promise<void> {
-    const { plan, payment_customer_id } = context.organization;
-    if (costCents > 0 && plan === 'paid' && payment_customer_id) {
-      await queueUsageReport(this.#deps, organizationId).catch((err: unknown) =>
-        this.#deps.log.warn({ err, runId }, 'usage report could not be queued'),
-      );
-    }
-  }
-
-  /**
-   * Writes a result, retrying while the database is unreachable (backoff up to 5 s, for up to
-   * 10 minutes, or until shutdown gives up on the run): the answer was paid for, and losing it
-   * would run the task again. A worker does not recover the leases of runs still in its hands,
-   * and the heartbeat renews them once the database is back; a write another worker overtook
-   * is refused by the lease check of the run's end (recordLockedRunEnd), never recorded twice.
-   */
-  async #whileDatabaseReturns<T>(
-    runId: string,
-    signal: AbortSignal,
-    write: () => Promise<T>,
-    what = 'the run result',
-  ): Promise<T> {
-    const deadline = performance.now() + RECORD_RETRY_MS;
-    for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
-      try {
-        return await write();
-      } catch (err) {
-        const shutdown = signal.aborted && signal.reason === ('shutdown' satisfies AbortReason);
-        if (!isDatabaseUnavailable(err) || shutdown || performance.now() + delay > deadline) throw err;
-        this.#deps.log.warn(
-          { runId, err: (err as Error).message, retryInMs: delay },
-          `${what} could not be recorded: the database is unavailable; retrying`,
-        );
-        await new Promise((resolve) => setTimeout(resolve, delay));
-      }
-    }
+    await this.#outcomes.record(run, context, result, signal, usage);
   }
 
   async #renew(): Promise<void> {
