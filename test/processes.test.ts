@@ -106,8 +106,18 @@ describe('the service as a process', () => {
       );
       req.on('error', reject);
       req.write(body.slice(0, half));
-      // The request is in flight (half its body sent) when the signal arrives.
-      setTimeout(() => {
+      // The request is in flight (half its body sent) when the signal arrives. A probe answered
+      // after the half was sent shows that the server has read its head: a process busy just
+      // after its start (the embedded database's work blocks its event loop) may read it later
+      // than any fixed delay, and would then refuse it as arriving during the shutdown.
+      setTimeout(async () => {
+        try {
+          const probe = await fetch(`${server.url}/healthz`);
+          await probe.arrayBuffer();
+        } catch (err) {
+          reject(err);
+          return;
+        }
         server.child.kill('SIGTERM');
         setTimeout(() => req.end(body.slice(half)), 300);
       }, 200);
