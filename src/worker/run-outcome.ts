@@ -71,30 +71,25 @@ export class RunOutcomes {
   }
 
   /**
-   * Records what the execution of `run` came to: `result` is undefined when the executor was
-   * aborted without returning one; `signal`'s reason, when aborted, decides first.
+   * What a run stopped before its end calls for: a cancel ended it already; a run whose lease
+   * was lost is another worker's (or was deleted with its task); one stopped by a shutdown goes
+   * back to the queue. `context` is undefined for a run whose task was deleted while it was
+   * claimed; `recorded` is the usage it paid for, already on the ledger.
    */
-  async record(
+  async stopped(
     run: RunRow,
-    context: RunContextRow,
-    result: RunResult | undefined,
-    signal: AbortSignal,
-    usage: RunUsage,
+    context: RunContextRow | undefined,
+    reason: Exclude<AbortReason, 'timeout'>,
+    recorded: { tokensUsed: number; costCents: number } = { tokensUsed: 0, costCents: 0 },
   ): Promise<void> {
-    const { db, clock, log, metrics } = this.#deps;
-    const recorded = usage.reported;
-    const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
-    // A stopped run's carried calls are on the ledger before its usage is reported below (a
-    // timed-out run's too: it is rare enough not to carry them to its end).
-    if (reason) await usage.flush();
+    const { db, log, metrics } = this.#deps;
     switch (reason) {
       case 'canceled':
         // The cancel ended the run (failed, canceled_at, no delivery) and freed its place; the
         // usage of the answers received before it stopped is on the ledger and copied to it.
         metrics.runsReleased.inc({ reason: 'canceled' });
         log.info({ runId: run.id, tokensUsed: recorded.tokensUsed }, 'run stopped: it was canceled');
-        await this.#reportUsage(context, run.organization_id, recorded.costCents, run.id);
-        return;
+        break;
       case 'lease_lost':
         // Another worker holds the run now (or it was deleted with its task); only the usage
         // this one paid for, already on the ledger, is kept.
@@ -107,16 +102,42 @@ export class RunOutcomes {
         } else {
           log.warn({ runId: run.id }, 'run abandoned: its lease was lost to another worker');
         }
-        await this.#reportUsage(context, run.organization_id, recorded.costCents, run.id);
-        return;
+        break;
       case 'shutdown':
         if (await releaseRun(db, run.id, this.#workerId)) {
           await notify(db, 'svc_runs');
           metrics.runsReleased.inc({ reason: 'shutdown' });
           log.info({ runId: run.id }, 'run released to the queue: shutdown grace period over');
         }
-        await this.#reportUsage(context, run.organization_id, recorded.costCents, run.id);
-        return;
+        break;
+    }
+    if (context) await this.#reportUsage(context, run.organization_id, recorded.costCents, run.id);
+  }
+
+  /**
+   * Records what the execution of `run` came to: `result` is undefined when the executor was
+   * aborted without returning one; `signal`'s reason, when aborted, decides first. `heldMs`:
+   * how long the run waited here between its claim and its execution (claim-ahead.ts).
+   */
+  async record(
+    run: RunRow,
+    context: RunContextRow,
+    result: RunResult | undefined,
+    signal: AbortSignal,
+    usage: RunUsage,
+    heldMs: number,
+  ): Promise<void> {
+    const { db, clock, log, metrics } = this.#deps;
+    const recorded = usage.reported;
+    const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
+    // A stopped run's carried calls are on the ledger before its usage is reported below (a
+    // timed-out run's too: it is rare enough not to carry them to its end).
+    if (reason) await usage.flush();
+    switch (reason) {
+      case 'canceled':
+      case 'lease_lost':
+      case 'shutdown':
+        return this.stopped(run, context, reason, recorded);
       case 'timeout':
         result = {
           ok: false,
@@ -146,6 +167,7 @@ export class RunOutcomes {
             output: ended.ok ? ended.output : (ended.output ?? null),
             error: ended.ok ? null : ended.message,
             completedAt: clock.statementNow(),
+            heldMs,
           },
           calls,
         ),

@@ -15,6 +15,7 @@ import { FirstOfTwo } from '../lib/local-signals.ts';
 import { Loop } from '../lib/loop.ts';
 import type { RunExecutor, RunResult } from '../runner/executor.ts';
 import { CancelWatch } from './cancel-watch.ts';
+import { ClaimAhead, type HeldRun } from './claim-ahead.ts';
 import { recoverExpiredLeases } from './lease-recovery.ts';
 import { type AbortReason, RunOutcomes } from './run-outcome.ts';
 import { RunUsage } from './run-usage.ts';
@@ -34,8 +35,10 @@ interface ActiveRun {
   run: RunRow;
   controller: AbortController;
   done: Promise<void>;
-  /** Still loading or executing; false while only its result is being recorded. */
+  /** Still loading or executing; false while only its result is being recorded (or held). */
   executing: boolean;
+  /** When its execution began (performance.now()). */
+  begunAt: number;
 }
 
 export class RunWorker {
@@ -55,6 +58,8 @@ export class RunWorker {
   readonly #loop: Loop;
   /** Runs loading or executing: what SVC_WORKER_CONCURRENCY bounds. */
   #executing = 0;
+  /** Runs claimed beyond the free places while runs are short, waiting for a place. */
+  readonly #ahead: ClaimAhead;
   /** When expired leases were last looked for (this process's clock, ms). */
   #leasesCheckedAt = Number.NEGATIVE_INFINITY;
   /** Aborts the runs here that a cancel ended, told by NOTIFY svc_run_cancel. */
@@ -81,6 +86,7 @@ export class RunWorker {
   constructor(deps: Deps, executor: RunExecutor) {
     this.#deps = deps;
     this.#executor = executor;
+    this.#ahead = new ClaimAhead(deps.config.worker.concurrency);
     this.#loop = new Loop({
       name: 'run worker',
       pass: async () => {
@@ -156,7 +162,11 @@ export class RunWorker {
     // are renewed until every run here has ended.
     this.#unsignal?.();
     this.#detachHandoff?.();
-    await this.#loop.stop(graceMs);
+    const stopped = this.#loop.stop(graceMs);
+    // Runs held here have not begun: they go back to the queue at once, for another worker,
+    // rather than begin during the grace period.
+    for (const held of this.#ahead.all()) held.controller.abort('shutdown' satisfies AbortReason);
+    await stopped;
     // Runs still in their grace period could be canceled until now.
     await this.#cancels.stop();
     await this.#heartbeat.stop();
@@ -216,10 +226,14 @@ export class RunWorker {
     const { db, clock, config, metrics, log } = this.#deps;
     let yielded = false;
     for (;;) {
-      const free = config.worker.concurrency - this.#executing;
+      if (this.#loop.stopping) return;
+      this.#beginHeld();
+      const places = config.worker.concurrency - this.#executing;
       // A place held for a run now may be given back: this claim is then made again.
-      if (free <= 0 && this.#reserved > 0) this.#claimWhenReleased = true;
-      if (free <= 0 || this.#loop.stopping) return;
+      if (places <= 0 && this.#reserved > 0) this.#claimWhenReleased = true;
+      // The free places, and while runs are short some more to hold (claim-ahead.ts).
+      const free = this.#ahead.limit(places);
+      if (free <= 0) return;
       // A few places freed while other runs still execute: one turn of the event loop first, so
       // that the places freed by the answers read in this turn (runs started together end
       // together) go into the same claim. A claim's cost is mostly paid per claim, not per run.
@@ -231,7 +245,8 @@ export class RunWorker {
       await this.#recoverExpiredLeasesWhenDue();
       // One statement: the fair pick, the locks of its organizations, the claim with each
       // run's context (run-claim.ts).
-      this.#claiming = free;
+      // Only the free places: held runs wait for places, they take none a run now could have.
+      this.#claiming = Math.max(0, places);
       const claim = await claimRuns(db, {
         workerId: this.id,
         now: clock.statementNow(),
@@ -249,7 +264,9 @@ export class RunWorker {
         const line = { runId: run.id, taskId: run.task_id, attempt: run.attempts };
         if (run.attempts > 1) log.info(line, 'run claimed again');
         else log.debug(line, 'run claimed');
-        this.#begin(run, context);
+        // Runs held before these were claimed before them, and begin first.
+        if (this.#executing < config.worker.concurrency && !this.#ahead.size) this.#begin(run, context);
+        else this.#hold(run, context);
       }
       // Fewer than were picked: another claim or a cancel changed the queue meanwhile.
       if (claim.runs.length < free && claim.runs.length >= claim.picked) return;
@@ -273,17 +290,31 @@ export class RunWorker {
     );
   }
 
-  /** `context` undefined: the task was deleted while its run was being claimed. */
-  #begin(run: RunRow, context: RunContextRow | undefined, controller = new AbortController()): Promise<void> {
+  /**
+   * `context` undefined: the task was deleted while its run was being claimed. `heldMs`: how
+   * long the run waited here since its claim (claim-ahead.ts).
+   */
+  #begin(
+    run: RunRow,
+    context: RunContextRow | undefined,
+    controller = new AbortController(),
+    heldMs = 0,
+  ): Promise<void> {
     const timeout = setTimeout(
       () => controller.abort('timeout' satisfies AbortReason),
       this.#deps.config.worker.runTimeoutMs,
     );
-    const active: ActiveRun = { run, controller, done: Promise.resolve(), executing: true };
+    const active: ActiveRun = {
+      run,
+      controller,
+      done: Promise.resolve(),
+      executing: true,
+      begunAt: performance.now(),
+    };
     this.#active.set(run.id, active);
     this.#executing++;
     this.#deps.metrics.runsInFlight.set(this.#active.size);
-    active.done = this.#execute(run, context, controller.signal, () => this.#executionEnded(active))
+    active.done = this.#execute(run, context, controller.signal, () => this.#executionEnded(active), heldMs)
       .catch((err) => this.#deps.log.error({ err, runId: run.id }, 'run execution crashed'))
       .finally(() => {
         clearTimeout(timeout);
@@ -294,6 +325,52 @@ export class RunWorker {
       .then(() => this.#runLeft(run));
     this.#loop.track(controller, active.done);
     return active.done;
+  }
+
+  /**
+   * Keeps a claimed run until a place frees (#beginHeld). It is the worker's from its claim: in
+   * #active, so its lease is renewed and a cancel reaches it; tracked by the loop, so a
+   * shutdown waits for it. Stopped while it waits (canceled, lease lost, shutdown), it leaves
+   * without beginning.
+   */
+  #hold(run: RunRow, context: RunContextRow | undefined): void {
+    const controller = new AbortController();
+    let settle: (done: Promise<void>) => void = () => undefined;
+    const done = new Promise<void>((resolve) => {
+      settle = (d) => resolve(d);
+    });
+    const held: HeldRun = { run, context, controller, heldAt: performance.now(), settle };
+    this.#ahead.hold(held);
+    this.#active.set(run.id, { run, controller, done, executing: false, begunAt: Number.NaN });
+    this.#deps.metrics.runsInFlight.set(this.#active.size);
+    this.#loop.track(controller, done);
+    controller.signal.addEventListener(
+      'abort',
+      () => {
+        if (!this.#ahead.remove(held)) return; // begun meanwhile: its execution handles it
+        this.#active.delete(run.id);
+        this.#deps.metrics.runsInFlight.set(this.#active.size);
+        const reason = controller.signal.reason as Exclude<AbortReason, 'timeout'>;
+        settle(
+          this.#outcomes
+            .stopped(run, context, reason)
+            .catch((err) => this.#deps.log.error({ err, runId: run.id }, 'a held run could not be stopped'))
+            .then(() => this.#runLeft(run)),
+        );
+      },
+      { once: true },
+    );
+    // Claimed by a claim that was in flight when the shutdown began: back to the queue.
+    if (this.#loop.stopping) controller.abort('shutdown' satisfies AbortReason);
+  }
+
+  /** Held runs begin, oldest first, in the places that are free. */
+  #beginHeld(): void {
+    while (this.#executing < this.#deps.config.worker.concurrency && !this.#loop.stopping) {
+      const held = this.#ahead.next();
+      if (!held) return;
+      held.settle(this.#begin(held.run, held.context, held.controller, performance.now() - held.heldAt));
+    }
   }
 
   /**
@@ -327,6 +404,9 @@ export class RunWorker {
     if (!active.executing) return;
     active.executing = false;
     this.#executing--;
+    this.#ahead.executed(performance.now() - active.begunAt);
+    // A held run takes the place at once; the claim refills what is held when half has begun.
+    this.#beginHeld();
     this.wake();
   }
 
@@ -335,13 +415,14 @@ export class RunWorker {
     context: RunContextRow | undefined,
     signal: AbortSignal,
     executed: () => void,
+    heldMs: number,
   ): Promise<void> {
     if (!context) return; // The task was deleted; its runs went with it.
     // The model calls this execution paid for, call by call: on the ledger at once, but those
     // after its last answer, which go with its end (RunUsage).
     const usage = new RunUsage(run, (call) => this.#outcomes.recordUsage(call, signal), this.#deps.log);
     try {
-      await this.#executeAndRecord(run, context, signal, executed, usage);
+      await this.#executeAndRecord(run, context, signal, executed, usage, heldMs);
     } finally {
       // Calls still carried here never reached a written end (the run was canceled, lost or
       // released, or its end could not be written): they are written alone, being paid for.
@@ -355,9 +436,10 @@ export class RunWorker {
     signal: AbortSignal,
     executed: () => void,
     usage: RunUsage,
+    heldMs: number,
   ): Promise<void> {
-    // The claim set it (the lease's start).
-    const startedAt = run.started_at ?? this.#deps.clock.now();
+    // The claim set it (the lease's start); a run held here began that much later.
+    const startedAt = run.started_at ? new Date(run.started_at.getTime() + heldMs) : this.#deps.clock.now();
     // An aborted execution may throw or return; either way the abort reason decides (RunOutcomes).
     let result: RunResult | undefined;
     // The plan's run limit was decided when the run was created (domain/run-limit.ts): a run
@@ -382,7 +464,7 @@ export class RunWorker {
     executed();
     // Usage the executor totalled without recording it call by call is recorded now.
     if (result) await usage.recordRemainder(result);
-    await this.#outcomes.record(run, context, result, signal, usage);
+    await this.#outcomes.record(run, context, result, signal, usage, heldMs);
   }
 
   async #renew(): Promise<void> {

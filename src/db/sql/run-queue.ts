@@ -105,10 +105,18 @@ export interface RunResultRow {
   error: string | null;
   /** Null: the database's clock (see completionTime in time.ts). */
   completedAt: Date | null;
+  /**
+   * How long the run waited in its worker between its claim and its execution (claimed ahead,
+   * worker/claim-ahead.ts): its start is moved that much later, so that its duration is its
+   * execution's. Absent: 0.
+   */
+  heldMs?: number;
 }
 
 /** When the run ended (i: the run's input row): the worker's manual clock in tests, else the database's clock. */
 const COMPLETED_AT = 'coalesce(i.completed_at, statement_timestamp())';
+/** When its execution began (r: the run before the update): its claim, moved by the time it was held. */
+const STARTED_AT = "(r.started_at + i.held_ms * interval '1 millisecond')";
 
 /**
  * Whether a run that ended counts towards its task's autoPauseAfterFailures: a run a person
@@ -148,8 +156,8 @@ const LOCK_RUN_AND_TASK = `WITH r AS MATERIALIZED (SELECT task_id FROM runs WHER
  */
 const RECORD_RUN_ENDS = `WITH input AS (
        SELECT i.*, r.task_id
-         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
-           AS i(run_id, worker_id, status, output, error, completed_at)
+         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::int[])
+           AS i(run_id, worker_id, status, output, error, completed_at, held_ms)
          JOIN runs r ON r.id = i.run_id
         WHERE r.id = ANY($1::uuid[])
      ), targets AS (
@@ -172,8 +180,9 @@ const RECORD_RUN_ENDS = `WITH input AS (
               cost_cents = greatest(r.cost_cents, coalesce((SELECT u.cost_cents FROM usage_ledger u WHERE u.run_id = r.id), 0)),
               tokens_used = greatest(r.tokens_used, coalesce((SELECT u.tokens_used FROM usage_ledger u WHERE u.run_id = r.id), 0)),
               completed_at = ${COMPLETED_AT},
+              started_at = ${STARTED_AT},
               duration_ms = CASE WHEN r.started_at IS NULL THEN NULL
-                                 ELSE greatest(0, round(extract(epoch FROM (${COMPLETED_AT} - r.started_at)) * 1000))::int END,
+                                 ELSE greatest(0, round(extract(epoch FROM (${COMPLETED_AT} - ${STARTED_AT})) * 1000))::int END,
               lease_owner = NULL, lease_expires_at = NULL,
               -- Suppressed deliveries (deliverOn) leave it absent, as when there is no destination.
               delivery_status = CASE WHEN EXISTS (SELECT 1 FROM targets g WHERE g.run_id = r.id)
@@ -338,6 +347,7 @@ export function recordLockedRunEndsStatement(ends: readonly RunEnd[]): Statement
       ends.map((e) => e.result.output),
       ends.map((e) => e.result.error),
       ends.map((e) => e.result.completedAt),
+      ends.map((e) => Math.max(0, Math.round(e.result.heldMs ?? 0))),
     ],
   };
 }
