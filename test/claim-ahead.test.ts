@@ -86,68 +86,61 @@ async function statusOf(h: Harness, runId: string) {
   return row;
 }
 
+/**
+ * A worker of concurrency 1 whose runs are short, executing `slow` (its answer held until the
+ * gate opens) and holding `next`, claimed ahead; `body` goes on from there.
+ */
+async function withRunHeld(
+  body: (s: { h: Harness; open: () => void; slow: string; next: string }) => Promise<void>,
+): Promise<void> {
+  const g = gate();
+  const h = await harness(g, 0);
+  try {
+    await warmUp(h);
+    const [slow, next] = await runsOf(h, [`gated ${randomUUID()}`, `next ${randomUUID()}`]);
+    assert.ok(slow && next);
+    await waitFor('the next run claimed while the gated one executes', async () =>
+      (await statusOf(h, next))?.status === 'running' ? true : undefined,
+    );
+    await body({ h, open: g.open, slow, next });
+  } finally {
+    g.open();
+    await h.close();
+  }
+}
+
 describe('claiming ahead', () => {
   test('a worker whose runs are short holds a claimed run while its place is taken, begins it when the place frees, and records its duration from then', async () => {
-    const g = gate();
-    const h = await harness(g, 0);
-    try {
-      await warmUp(h);
-      const [slow, next] = await runsOf(h, [`gated ${randomUUID()}`, `next ${randomUUID()}`]);
-      assert.ok(slow && next);
-      await waitFor('the next run claimed while the gated one executes', async () =>
-        (await statusOf(h, next))?.status === 'running' ? true : undefined,
-      );
+    await withRunHeld(async ({ h, open, slow, next }) => {
       await new Promise((resolve) => setTimeout(resolve, HOLD_MS));
       assert.equal([...h.asked.keys()].filter((p) => p.startsWith('next')).length, 0, 'held, not begun');
       const opened = Date.now();
-      g.open();
+      open();
       const run = await finishedRun(h.svc, h.org, next);
       assert.equal(run.status, 'completed', JSON.stringify(run));
       assert.ok(run.durationMs < HOLD_MS, `its duration is its execution's: ${run.durationMs} ms`);
       assert.ok(Date.parse(run.startedAt) >= opened - 50, `${run.startedAt} is when it began`);
       assert.equal((await finishedRun(h.svc, h.org, slow)).status, 'completed');
       assert.equal(h.peak(), 1, 'never more than the concurrency at once');
-    } finally {
-      g.open();
-      await h.close();
-    }
+    });
   });
 
   test('a held run goes back to the queue at once when the worker stops, while the executing one finishes', async () => {
-    const g = gate();
-    const h = await harness(g, 0);
-    try {
-      await warmUp(h);
-      const [slow, next] = await runsOf(h, [`gated ${randomUUID()}`, `next ${randomUUID()}`]);
-      assert.ok(slow && next);
-      await waitFor('the next run held', async () =>
-        (await statusOf(h, next))?.status === 'running' ? true : undefined,
-      );
+    await withRunHeld(async ({ h, open, slow, next }) => {
       const stopped = h.svc.service.worker?.stop(30_000);
       await waitFor('the held run back in the queue', async () =>
         (await statusOf(h, next))?.status === 'pending' ? true : undefined,
       );
       assert.deepEqual(await statusOf(h, next), { status: 'pending', lease_owner: null, attempts: 0 });
-      g.open();
+      open();
       await stopped;
       assert.equal((await statusOf(h, slow))?.status, 'completed');
       assert.equal(h.asked.size, 9, 'the held run was never sent to the model');
-    } finally {
-      g.open();
-      await h.close();
-    }
+    });
   });
 
   test('a held run that is canceled ends canceled without its model being asked', async () => {
-    const g = gate();
-    const h = await harness(g, 0);
-    try {
-      await warmUp(h);
-      const [slow, next] = await runsOf(h, [`gated ${randomUUID()}`, `next ${randomUUID()}`]);
-      assert.ok(slow && next);
-      await waitFor('the next run held', async () =>
-        (await statusOf(h, next))?.status === 'running' ? true : undefined,
-      );
+    await withRunHeld(async ({ h, open, slow, next }) => {
       const res = await h.svc.call({
         method: 'POST',
         url: `/api/svc/runs/${next}/cancel`,
@@ -155,7 +148,7 @@ describe('claiming ahead', () => {
       });
       assert.equal(res.status, 202, res.raw);
       assert.equal(res.body.status, 'failed');
-      g.open();
+      open();
       assert.equal((await finishedRun(h.svc, h.org, slow)).status, 'completed');
       const canceled = await finishedRun(h.svc, h.org, next);
       assert.equal(canceled.status, 'failed');
@@ -164,10 +157,7 @@ describe('claiming ahead', () => {
       const [after] = await runsOf(h, [`after ${randomUUID()}`]);
       assert.equal((await finishedRun(h.svc, h.org, after as string)).status, 'completed');
       assert.equal([...h.asked.keys()].filter((p) => p.startsWith('next')).length, 0);
-    } finally {
-      g.open();
-      await h.close();
-    }
+    });
   });
 
   test('a worker whose runs are long claims only for its free places', async () => {
