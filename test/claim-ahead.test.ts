@@ -148,6 +148,12 @@ describe('claiming ahead', () => {
       });
       assert.equal(res.status, 202, res.raw);
       assert.equal(res.body.status, 'failed');
+      // The cancel reaches the worker by NOTIFY and a look at its runs: a place freed before
+      // then would begin the run (its execution is aborted when the cancel arrives). Once the
+      // worker has let it go, only the gated run is its own.
+      await waitFor('the worker lets the canceled run go', async () =>
+        h.svc.service.worker?.inFlight === 1 ? true : undefined,
+      );
       open();
       assert.equal((await finishedRun(h.svc, h.org, slow)).status, 'completed');
       const canceled = await finishedRun(h.svc, h.org, next);
