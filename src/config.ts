@@ -92,6 +92,8 @@ export interface Config {
     concurrency: number;
     /** Runs one organization may have running at once, across all workers. */
     orgConcurrency: number;
+    /** The average execution under which a worker claims ahead of its free places; 0: never. */
+    claimAheadBelowMs: number;
     /** How long a claimed run stays a worker's without a heartbeat. */
     leaseMs: number;
     /** Starts of one run (takeovers after a lost lease included) before it is failed. */
@@ -262,6 +264,7 @@ export function loadConfig(env: RawEnv, system: ConfigSystem = SYSTEM): Config {
     worker: {
       concurrency: e.SVC_WORKER_CONCURRENCY,
       orgConcurrency: e.SVC_ORG_CONCURRENCY,
+      claimAheadBelowMs: e.SVC_WORKER_CLAIM_AHEAD_MS,
       leaseMs: e.SVC_RUN_LEASE_SECONDS * 1000,
       maxAttempts: e.SVC_RUN_MAX_ATTEMPTS,
       runTimeoutMs: e.SVC_RUN_TIMEOUT_SECONDS * 1000,

@@ -33,8 +33,12 @@ interface Harness {
   close(): Promise<void>;
 }
 
-/** A worker of concurrency 1 whose model answers `gated` prompts only once `g` opens, others after `delayMs`. */
-async function harness(g: { opened: Promise<void> }, delayMs: number): Promise<Harness> {
+/**
+ * A worker of concurrency 1 whose model answers `gated` prompts only once `g` opens, others
+ * after `delayMs`, and whose runs are short under `shortMs` (SVC_WORKER_CLAIM_AHEAD_MS; the
+ * held-run tests set it far above what a run takes on a busy machine).
+ */
+async function harness(g: { opened: Promise<void> }, delayMs: number, shortMs: number): Promise<Harness> {
   const asked = new Map<string, number>();
   let inFlight = 0;
   let most = 0;
@@ -46,7 +50,12 @@ async function harness(g: { opened: Promise<void> }, delayMs: number): Promise<H
       void done.then(() => inFlight--);
       return { heldUntil: done };
     },
-    { SVC_WORKER_CONCURRENCY: '1', SVC_ORG_CONCURRENCY: '5', SVC_RUN_LEASE_SECONDS: '30' },
+    {
+      SVC_WORKER_CONCURRENCY: '1',
+      SVC_ORG_CONCURRENCY: '5',
+      SVC_RUN_LEASE_SECONDS: '30',
+      SVC_WORKER_CLAIM_AHEAD_MS: String(shortMs),
+    },
   );
   const org = await svc.createOrg('paid');
   await unlimited(svc, org);
@@ -94,7 +103,7 @@ async function withRunHeld(
   body: (s: { h: Harness; open: () => void; slow: string; next: string }) => Promise<void>,
 ): Promise<void> {
   const g = gate();
-  const h = await harness(g, 0);
+  const h = await harness(g, 0, 10_000);
   try {
     await warmUp(h);
     const [slow, next] = await runsOf(h, [`gated ${randomUUID()}`, `next ${randomUUID()}`]);
@@ -103,6 +112,27 @@ async function withRunHeld(
       (await statusOf(h, next))?.status === 'running' ? true : undefined,
     );
     await body({ h, open: g.open, slow, next });
+  } finally {
+    g.open();
+    await h.close();
+  }
+}
+
+/** The run after a gated one stays in the queue while the gated one executes. */
+async function onlyFreePlacesClaimed(delayMs: number, shortMs: number): Promise<void> {
+  const g = gate();
+  const h = await harness(g, delayMs, shortMs);
+  try {
+    await warmUp(h);
+    const [slow, next] = await runsOf(h, [`gated ${randomUUID()}`, `next ${randomUUID()}`]);
+    assert.ok(slow && next);
+    await waitFor('the gated run executing', async () =>
+      [...h.asked.keys()].some((p) => p.startsWith('gated')) ? true : undefined,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal((await statusOf(h, next))?.status, 'pending', 'left in the queue for any worker');
+    g.open();
+    assert.equal((await finishedRun(h.svc, h.org, next)).status, 'completed');
   } finally {
     g.open();
     await h.close();
@@ -166,24 +196,11 @@ describe('claiming ahead', () => {
     });
   });
 
-  test('a worker whose runs are long claims only for its free places', async () => {
-    const g = gate();
-    // Answers after 120 ms: longer than a run held ahead could be worth.
-    const h = await harness(g, 120);
-    try {
-      await warmUp(h);
-      const [slow, next] = await runsOf(h, [`gated ${randomUUID()}`, `next ${randomUUID()}`]);
-      assert.ok(slow && next);
-      await waitFor('the gated run executing', async () =>
-        [...h.asked.keys()].some((p) => p.startsWith('gated')) ? true : undefined,
-      );
-      await new Promise((resolve) => setTimeout(resolve, 500));
-      assert.equal((await statusOf(h, next))?.status, 'pending', 'left in the queue for any worker');
-      g.open();
-      assert.equal((await finishedRun(h.svc, h.org, next)).status, 'completed');
-    } finally {
-      g.open();
-      await h.close();
-    }
-  });
+  for (const [name, delayMs, shortMs] of [
+    ['a worker whose runs are long claims only for its free places', 120, 50],
+    ['a worker told never to claim ahead (0) claims only for its free places, however short its runs', 0, 0],
+  ] as const)
+    test(name, async () => {
+      await onlyFreePlacesClaimed(delayMs, shortMs);
+    });
 });

@@ -8,14 +8,13 @@
 import type { RunContextRow } from '../db/sql/run-context.ts';
 import type { RunRow } from '../db/sql/runs.ts';
 
-/**
- * The average execution (its begin to its last answer) under which a worker claims ahead. Measured
- * with the peers bench's throughput modules (instant model, concurrency 8, 3,000 runs,
- * alternated with claiming only for free places): 631-660 runs/s against 397-589, database CPU
- * per run 0.68-0.73 ms against 0.94-1.34, write transactions per run 0.36-0.38 against
- * 0.69-0.83. A 100 ms model, which no real provider undercuts, is above it.
- */
-export const SHORT_EXECUTION_MS = 50;
+// Short means an average execution (its begin to its last answer) under
+// SVC_WORKER_CLAIM_AHEAD_MS, 50 ms by default. Measured with the peers bench's throughput
+// modules (instant model, concurrency 8, 3,000 runs, alternated with claiming only for free
+// places): 631-660 runs/s against 397-589, database CPU per run 0.68-0.73 ms against 0.94-1.34,
+// write transactions per run 0.36-0.38 against 0.69-0.83. A 100 ms model, which no real
+// provider undercuts, is above it.
+
 /**
  * Weight of the newest execution in the average (an exponential moving average): the last few
  * count, so that a fresh process's first executions (slower: nothing compiled yet, the first
@@ -37,12 +36,15 @@ export interface HeldRun {
 
 export class ClaimAhead {
   readonly #concurrency: number;
+  /** Executions shorter than this on average are short: 0 never claims ahead. */
+  readonly #shortMs: number;
   readonly #held: HeldRun[] = [];
   /** The average execution here lately, ms; undefined before the first. */
   #executionMs: number | undefined;
 
-  constructor(concurrency: number) {
+  constructor(concurrency: number, shortMs: number) {
     this.#concurrency = concurrency;
+    this.#shortMs = shortMs;
   }
 
   /** An execution here took `ms`. */
@@ -53,7 +55,7 @@ export class ClaimAhead {
 
   /** Runs held beyond the free places while runs are short: one more of each place. */
   get ahead(): number {
-    return this.#executionMs !== undefined && this.#executionMs < SHORT_EXECUTION_MS ? this.#concurrency : 0;
+    return this.#executionMs !== undefined && this.#executionMs < this.#shortMs ? this.#concurrency : 0;
   }
 
   /**

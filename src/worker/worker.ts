@@ -86,7 +86,7 @@ export class RunWorker {
   constructor(deps: Deps, executor: RunExecutor) {
     this.#deps = deps;
     this.#executor = executor;
-    this.#ahead = new ClaimAhead(deps.config.worker.concurrency);
+    this.#ahead = new ClaimAhead(deps.config.worker.concurrency, deps.config.worker.claimAheadBelowMs);
     this.#loop = new Loop({
       name: 'run worker',
       pass: async () => {
