@@ -8,8 +8,17 @@ export type ChatMessage = { role: 'system' | 'user'; content: string };
  * the map stays as small as the set of zones tasks use.
  */
 const formatters = new Map<string, Intl.DateTimeFormat>();
+/**
+ * The last text formatted per zone with its minute: the text shows minutes, not seconds, and a
+ * busy worker formats the same minute for run after run (formatting was about 1% of a worker's
+ * CPU with an instant model). Every zone's offset today is a whole number of minutes.
+ */
+const lastMinute = new Map<string, { minute: number; text: string }>();
 
 function localDateTime(instant: Date, timeZone: string): string {
+  const minute = Math.floor(instant.getTime() / 60_000);
+  const last = lastMinute.get(timeZone);
+  if (last?.minute === minute) return last.text;
   let format = formatters.get(timeZone);
   if (!format) {
     format = new Intl.DateTimeFormat('en-GB', {
@@ -25,7 +34,9 @@ function localDateTime(instant: Date, timeZone: string): string {
     });
     formatters.set(timeZone, format);
   }
-  return format.format(instant);
+  const text = format.format(instant);
+  lastMinute.set(timeZone, { minute, text });
+  return text;
 }
 
 /**

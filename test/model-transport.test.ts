@@ -1,0 +1,135 @@
+// The model calls' HTTP transport (src/runner/model-transport.ts), against a real HTTP server:
+// what the SDK reads of an answer (status, headers, the body as it streams) is what fetch would
+// give it, and an abort ends the request or the body's read the way fetch's does.
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { gzipSync } from 'node:zlib';
+import { modelTransport } from '../src/runner/model-transport.ts';
+
+type Handler = (req: http.IncomingMessage, res: http.ServerResponse, body: string) => void;
+
+describe('the model transport', () => {
+  let server: http.Server;
+  let base: string;
+  let handler: Handler = (_req, res) => res.end();
+  const fetch = modelTransport();
+
+  before(async () => {
+    server = http.createServer(async (req, res) => {
+      let body = '';
+      for await (const chunk of req) body += chunk;
+      handler(req, res, body);
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+
+  test('a streamed answer is read as it is sent, with its status and every header', async () => {
+    let release: () => void = () => undefined;
+    const second = new Promise<void>((r) => {
+      release = r;
+    });
+    handler = (req, res, body) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'set-cookie': ['a=1', 'b=2'] });
+      res.write(`data: ${req.method} ${req.headers['x-key']} ${body}\n\n`);
+      void second.then(() => res.end('data: [DONE]\n\n'));
+    };
+    const res = await fetch(`${base}/v1/chat`, {
+      method: 'POST',
+      headers: new Headers({ 'x-key': 'k1', 'content-type': 'application/json' }),
+      body: '{"q":1}',
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('content-type'), 'text/event-stream');
+    assert.deepEqual(res.headers.getSetCookie(), ['a=1', 'b=2']);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const first = await reader.read();
+    // The first event arrived before the server sent the rest.
+    assert.equal(new TextDecoder().decode(first.value), 'data: POST k1 {"q":1}\n\n');
+    release();
+    const rest = await reader.read();
+    assert.equal(new TextDecoder().decode(rest.value), 'data: [DONE]\n\n');
+    assert.equal((await reader.read()).done, true);
+  });
+
+  test("an error's status, headers and body reach the reader, and connections are kept for the next call", async () => {
+    const ports = new Set<number | undefined>();
+    handler = (req, res) => {
+      ports.add(req.socket.remotePort);
+      res.writeHead(429, { 'retry-after': '2', 'content-type': 'application/json' });
+      res.end('{"error":{"message":"slow down"}}');
+    };
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${base}/v1/chat`, { method: 'POST', body: '{}' });
+      assert.equal(res.status, 429);
+      assert.equal(res.headers.get('retry-after'), '2');
+      assert.deepEqual(await res.json(), { error: { message: 'slow down' } });
+    }
+    assert.equal(ports.size, 1, 'one connection for three calls in turn');
+  });
+
+  test('a compressed answer is read decompressed, and an answer without a body has none', async () => {
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-encoding': 'gzip' });
+      res.end(gzipSync('data: compressed\n\n'));
+    };
+    assert.equal(await (await fetch(`${base}/`)).text(), 'data: compressed\n\n');
+    handler = (_req, res) => {
+      res.writeHead(204);
+      res.end();
+    };
+    const empty = await fetch(`${base}/`);
+    assert.equal(empty.status, 204);
+    assert.equal(empty.body, null);
+  });
+
+  test('an abort before the answer rejects with an AbortError and closes the connection', async () => {
+    const closed = new Promise<void>((resolve) => {
+      handler = (req) => req.socket.once('close', () => resolve());
+    });
+    const controller = new AbortController();
+    const pending = fetch(`${base}/`, { method: 'POST', body: 'x', signal: controller.signal });
+    await new Promise((r) => setTimeout(r, 50));
+    controller.abort();
+    await assert.rejects(pending, { name: 'AbortError' });
+    await closed;
+    // Already aborted: refused without a request.
+    await assert.rejects(fetch(`${base}/`, { signal: controller.signal }), { name: 'AbortError' });
+  });
+
+  test('an abort while the body is read ends the read with an AbortError (what the SDK ends a stream quietly on)', async () => {
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: first\n\n');
+    };
+    const controller = new AbortController();
+    const res = await fetch(`${base}/`, { signal: controller.signal });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    assert.equal(new TextDecoder().decode((await reader.read()).value), 'data: first\n\n');
+    controller.abort();
+    await assert.rejects(reader.read(), { name: 'AbortError' });
+  });
+
+  test('an unreachable provider, a URL it cannot reach and a body it does not send are refused', async () => {
+    const closedPort = await new Promise<number>((resolve) => {
+      const s = http.createServer().listen(0, '127.0.0.1', () => {
+        const { port } = s.address() as AddressInfo;
+        s.close(() => resolve(port));
+      });
+    });
+    await assert.rejects(fetch(`http://127.0.0.1:${closedPort}/`), { code: 'ECONNREFUSED' });
+    await assert.rejects(fetch('ftp://127.0.0.1/'), /cannot reach ftp: URLs/);
+    await assert.rejects(
+      fetch(`${base}/`, { method: 'POST', body: new ReadableStream() }),
+      /only text or byte bodies/,
+    );
+  });
+});

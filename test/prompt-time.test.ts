@@ -1,0 +1,20 @@
+// The time context of a prompt (src/runner/prompt.ts): the local date and time in the task's
+// zone, to the minute, also when the same minute has just been formatted for another run.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { timeContext } from '../src/runner/prompt.ts';
+
+test('the time context gives the minute in the task zone, run after run, and moves on with the clock', () => {
+  const at = (iso: string) => timeContext('Asia/Kathmandu', new Date(iso), null).split('\n')[0];
+  assert.match(at('2026-03-01T06:14:10Z') ?? '', /Sunday, 1 March 2026 at 11:59 /);
+  assert.match(at('2026-03-01T06:14:59.999Z') ?? '', /Sunday, 1 March 2026 at 11:59 .*06:14:59\.999Z/);
+  assert.match(at('2026-03-01T06:15:00Z') ?? '', /Sunday, 1 March 2026 at 12:00 /);
+  // The same instant in another zone, and the slot of a scheduled run in its own minute.
+  const paris = timeContext(
+    'Europe/Paris',
+    new Date('2026-03-01T06:15:00Z'),
+    new Date('2026-03-01T06:00:00Z'),
+  );
+  assert.match(paris, /Sunday, 1 March 2026 at 07:15 CET/);
+  assert.match(paris, /scheduled time Sunday, 1 March 2026 at 07:00 CET/);
+});
