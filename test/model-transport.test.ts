@@ -3,7 +3,9 @@
 // give it, and an abort ends the request or the body's read the way fetch's does.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
@@ -131,5 +133,24 @@ describe('the model transport', () => {
       fetch(`${base}/`, { method: 'POST', body: new ReadableStream() }),
       /only text or byte bodies/,
     );
+  });
+
+  test('an https provider is reached over TLS, and a certificate no authority signed is refused', async () => {
+    // A key and certificate made for this test alone (test/fixtures), which no authority signed.
+    const tls = https.createServer(
+      {
+        key: readFileSync(new URL('./fixtures/self-signed-key.pem', import.meta.url)),
+        cert: readFileSync(new URL('./fixtures/self-signed-cert.pem', import.meta.url)),
+      },
+      (_req, res) => res.end('data: secret\n\n'),
+    );
+    tls.listen(0, '127.0.0.1');
+    await once(tls, 'listening');
+    try {
+      const { port } = tls.address() as AddressInfo;
+      await assert.rejects(fetch(`https://127.0.0.1:${port}/`), { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' });
+    } finally {
+      tls.close();
+    }
   });
 });

@@ -10,10 +10,10 @@
 // cookies and no Accept-Encoding (an answer compressed anyway is decompressed: the byte bound
 // applies to what is read, capped-response.ts). It takes what the SDK sends for a chat
 // completion: a string or byte body, or none; any other body is refused with a clear error.
-import http from 'node:http';
-import https from 'node:https';
+import type http from 'node:http';
+import type https from 'node:https';
 import { pipeline, Readable } from 'node:stream';
-import zlib from 'node:zlib';
+import type Zlib from 'node:zlib';
 
 type Fetch = (url: string | URL | Request, init?: RequestInit) => Promise<Response>;
 
@@ -23,7 +23,11 @@ const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
 /** The answer's body as sent, or decompressed (an error or abort of the answer reaches it). */
 function decompressed(res: http.IncomingMessage): Readable {
   const decoder = (() => {
-    switch (String(res.headers['content-encoding'] ?? '').toLowerCase()) {
+    const encoding = String(res.headers['content-encoding'] ?? '').toLowerCase();
+    if (!encoding || encoding === 'identity') return undefined;
+    // Loaded when an answer needs it (none does unless asked): an idle worker does without.
+    const zlib = process.getBuiltinModule('node:zlib') as typeof Zlib;
+    switch (encoding) {
       case 'gzip':
       case 'x-gzip':
         return zlib.createGunzip();
@@ -71,64 +75,83 @@ function abortError(signal: AbortSignal): unknown {
  * arrived (its usage included).
  */
 export function modelTransport(): Fetch {
-  const agents = {
-    'http:': new http.Agent({ keepAlive: true }),
-    'https:': new https.Agent({ keepAlive: true }),
+  // Taken with getBuiltinModule rather than an ESM import: importing node:http as a module reads
+  // every one of its exports, whose lazy ones (WebSocket and others) load Node's fetch
+  // implementation, TLS and HTTP/2 at start, about 1.5 MB of an idle worker's memory.
+  const client = process.getBuiltinModule('node:http') as typeof http;
+  const plain = { client, agent: new client.Agent({ keepAlive: true }) };
+  // node:https (with TLS) is loaded at the first https call: a worker whose provider is reached
+  // over plain HTTP (a local model server) does without its memory.
+  let secure: { client: typeof https; agent: https.Agent } | undefined;
+  const connection = (protocol: string) => {
+    if (protocol === 'http:') return plain;
+    if (protocol !== 'https:') return undefined;
+    if (!secure) {
+      const client = process.getBuiltinModule('node:https') as typeof https;
+      secure = { client, agent: new client.Agent({ keepAlive: true }) };
+    }
+    return secure;
   };
-  return (input, init) =>
-    new Promise<Response>((resolve, reject) => {
-      const url = new URL(input instanceof Request ? input.url : String(input));
-      const client = url.protocol === 'https:' ? https : url.protocol === 'http:' ? http : undefined;
-      if (!client) return reject(new TypeError(`the model transport cannot reach ${url.protocol} URLs`));
-      const signal = init?.signal ?? undefined;
-      if (signal?.aborted) return reject(abortError(signal));
-      let body: string | Uint8Array | undefined;
-      try {
-        body = bodyOf(init);
-      } catch (err) {
-        return reject(err);
-      }
-      const headers: Record<string, string> = {};
-      new Headers(init?.headers).forEach((value, name) => {
-        headers[name] = value;
-      });
-      const req = client.request(url, {
-        method: init?.method ?? 'GET',
-        headers,
-        agent: agents[url.protocol as 'http:' | 'https:'],
-      });
-      let answer: http.IncomingMessage | undefined;
-      const onAbort = () => {
-        if (!signal) return;
-        const err = abortError(signal);
-        req.destroy(err as Error);
-        answer?.destroy(err as Error);
-        reject(err);
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      const done = () => signal?.removeEventListener('abort', onAbort);
-      req.on('error', (err) => {
-        done();
-        reject(err);
-      });
-      req.on('response', (res) => {
-        answer = res;
-        res.on('close', done);
-        const status = res.statusCode ?? 0;
-        try {
-          if (NULL_BODY_STATUS.has(status)) {
-            res.resume();
-            resolve(new Response(null, { status, statusText: res.statusMessage, headers: headersOf(res) }));
-            return;
-          }
-          const stream = Readable.toWeb(decompressed(res)) as ReadableStream<Uint8Array>;
-          resolve(new Response(stream, { status, statusText: res.statusMessage, headers: headersOf(res) }));
-        } catch (err) {
-          // A status a Response cannot carry (under 200 or over 599): no usable answer.
-          res.destroy();
-          reject(new TypeError(`the model provider answered with HTTP status ${status}`, { cause: err }));
-        }
-      });
-      req.end(body);
+  return async (input, init) => {
+    const url = new URL(input instanceof Request ? input.url : String(input));
+    const via = connection(url.protocol);
+    if (!via) throw new TypeError(`the model transport cannot reach ${url.protocol} URLs`);
+    return send(url, via, init);
+  };
+}
+
+/** One request over `via`, answered when the answer's head has arrived. */
+function send(
+  url: URL,
+  via: { client: typeof http | typeof https; agent: http.Agent },
+  init: RequestInit | undefined,
+): Promise<Response> {
+  return new Promise<Response>((resolve, reject) => {
+    const signal = init?.signal ?? undefined;
+    if (signal?.aborted) return reject(abortError(signal));
+    let body: string | Uint8Array | undefined;
+    try {
+      body = bodyOf(init);
+    } catch (err) {
+      return reject(err);
+    }
+    const headers: Record<string, string> = {};
+    new Headers(init?.headers).forEach((value, name) => {
+      headers[name] = value;
     });
+    const req = via.client.request(url, { method: init?.method ?? 'GET', headers, agent: via.agent });
+    let answer: http.IncomingMessage | undefined;
+    const onAbort = () => {
+      if (!signal) return;
+      const err = abortError(signal);
+      req.destroy(err as Error);
+      answer?.destroy(err as Error);
+      reject(err);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const done = () => signal?.removeEventListener('abort', onAbort);
+    req.on('error', (err) => {
+      done();
+      reject(err);
+    });
+    req.on('response', (res) => {
+      answer = res;
+      res.on('close', done);
+      const status = res.statusCode ?? 0;
+      try {
+        if (NULL_BODY_STATUS.has(status)) {
+          res.resume();
+          resolve(new Response(null, { status, statusText: res.statusMessage, headers: headersOf(res) }));
+          return;
+        }
+        const stream = Readable.toWeb(decompressed(res)) as ReadableStream<Uint8Array>;
+        resolve(new Response(stream, { status, statusText: res.statusMessage, headers: headersOf(res) }));
+      } catch (err) {
+        // A status a Response cannot carry (under 200 or over 599): no usable answer.
+        res.destroy();
+        reject(new TypeError(`the model provider answered with HTTP status ${status}`, { cause: err }));
+      }
+    });
+    req.end(body);
+  });
 }
