@@ -340,6 +340,7 @@ describe('the MCP server at /api/svc/mcp', () => {
     assert.equal((await errorOf(res)).code, 'payload_too_large');
 
     // Eleven prompts of 100,000 characters: the list is above 1 MiB, each task alone is not.
+    let lastId = '';
     for (let i = 0; i < 11; i++) {
       const made = await svc.call({
         method: 'POST',
@@ -352,12 +353,15 @@ describe('the MCP server at /api/svc/mcp', () => {
         },
       });
       assert.equal(made.status, 201, made.raw);
+      lastId = made.body.id;
     }
     const list = await call(client, 'list_tasks');
     assert.equal(list.isError, true);
     assert.equal(list.body.error.code, 'payload_too_large');
-    const runs = await call(client, 'list_runs');
-    assert.equal(runs.isError, false);
+    // (Not list_runs: these tasks run at once, and eleven outputs echoing their prompts are as large.)
+    const one = await call(client, 'get_task', { taskId: lastId });
+    assert.equal(one.isError, false, one.text);
+    assert.equal(one.body.prompt.length, 100_000);
   });
 
   test('GET and DELETE are refused with 405, a notification is accepted with 202, and a batch of messages is a 400', async () => {
