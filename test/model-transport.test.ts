@@ -9,6 +9,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
+import { capResponse, tooLargeIn } from '../src/runner/capped-response.ts';
 import { modelTransport } from '../src/runner/model-transport.ts';
 
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse, body: string) => void;
@@ -91,6 +92,20 @@ describe('the model transport', () => {
     const empty = await fetch(`${base}/`);
     assert.equal(empty.status, 204);
     assert.equal(empty.body, null);
+  });
+
+  test('a compressed answer is bounded by what it decompresses to, as the model client reads it', async () => {
+    // 8 MiB of one byte compresses to a few KB: the byte bound must count what comes out.
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-encoding': 'gzip' });
+      res.end(gzipSync(Buffer.alloc(8 * 1024 * 1024, 0x61)));
+    };
+    const capped = capResponse(await fetch(`${base}/`), 1024 * 1024);
+    const err = await capped.text().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.equal(tooLargeIn(err)?.maxBytes, 1024 * 1024);
   });
 
   test('an abort before the answer rejects with an AbortError and closes the connection', async () => {

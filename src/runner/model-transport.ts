@@ -20,26 +20,19 @@ type Fetch = (url: string | URL | Request, init?: RequestInit) => Promise<Respon
 /** Statuses whose answer has no body (a Response refuses one). */
 const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
 
+/** The decoder of an answer's Content-Encoding; undefined: none, or one this does not decode. */
+function decoderFor(encoding: string): Zlib.Gunzip | Zlib.Inflate | Zlib.BrotliDecompress | undefined {
+  if (!['gzip', 'x-gzip', 'deflate', 'br'].includes(encoding)) return undefined;
+  // Loaded when an answer needs it (none does unless asked): an idle worker does without.
+  const zlib = process.getBuiltinModule('node:zlib') as typeof Zlib;
+  if (encoding === 'deflate') return zlib.createInflate();
+  return encoding === 'br' ? zlib.createBrotliDecompress() : zlib.createGunzip();
+}
+
 /** The answer's body as sent, or decompressed (an error or abort of the answer reaches it). */
 function decompressed(res: http.IncomingMessage): Readable {
-  const decoder = (() => {
-    const encoding = String(res.headers['content-encoding'] ?? '').toLowerCase();
-    if (!encoding || encoding === 'identity') return undefined;
-    // Loaded when an answer needs it (none does unless asked): an idle worker does without.
-    const zlib = process.getBuiltinModule('node:zlib') as typeof Zlib;
-    switch (encoding) {
-      case 'gzip':
-      case 'x-gzip':
-        return zlib.createGunzip();
-      case 'deflate':
-        return zlib.createInflate();
-      case 'br':
-        return zlib.createBrotliDecompress();
-      default:
-        return undefined;
-    }
-  })();
-  // The error is the decoder's too (pipeline destroys it with it): the reader sees it there.
+  const decoder = decoderFor(String(res.headers['content-encoding'] ?? '').toLowerCase());
+  // pipeline destroys the decoder with the answer's error: the reader sees it there.
   return decoder ? pipeline(res, decoder, () => undefined) : res;
 }
 
