@@ -318,7 +318,8 @@ describe('MCP answers past the bounds', () => {
     const id = await sourceFor([{ name: 'fetch', inputSchema: { type: 'object' } }], {
       json: true,
       callText: 'z'.repeat(100_000),
-      callDelayMs: 50,
+      // Long enough that 8 calls overlap on a busy machine (at 50 ms, CI saw 5 at once at most).
+      callDelayMs: 400,
       calls,
     });
     const run = await runWith(id, 'many fetches');
