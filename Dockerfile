@@ -29,4 +29,4 @@ EXPOSE 8787
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8787)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 # What `npm start` runs, without npm in between: signals (SIGTERM) reach the service itself.
-CMD ["node", "--max-semi-space-size=32", "src/start.mjs"]
+CMD ["node", "--max-semi-space-size=32", "--liftoff-only", "src/start.mjs"]

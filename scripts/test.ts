@@ -222,7 +222,10 @@ interface Outcome {
 
 function nodeTest(args: string[], capture: boolean): Promise<Outcome> {
   return new Promise((done) => {
-    const child = spawn(process.execPath, ['--test', '--test-reporter=spec', ...args], {
+    // --liftoff-only as `npm start` runs the service (docs/operations.md, Sizing): PGlite's
+    // WebAssembly stays on V8's baseline compiler, whose code a test process, short-lived, would
+    // otherwise recompile at a cost of hundreds of MB (3 files: peak RSS 0.93-1.05 GB -> 0.71-0.73).
+    const child = spawn(process.execPath, ['--liftoff-only', '--test', '--test-reporter=spec', ...args], {
       stdio: capture ? ['ignore', 'pipe', 'pipe'] : 'inherit',
     });
     let output = '';
