@@ -56,6 +56,8 @@ interface Row {
   /** SVC_ORG_CONCURRENCY; undefined = the default (2), enough for 4 runs over 4 organizations. */
   orgConcurrency: number | undefined;
   runs: number;
+  /** Runs the worker drains first, untimed (a fresh process runs its first ones cold). */
+  warmUp: number;
 }
 
 interface Backend {
@@ -70,6 +72,8 @@ interface Backend {
 
 interface RowResult {
   rps: number;
+  /** The warm-up runs' own rate: the first runs of a fresh process. */
+  coldRps: number;
   failed: number;
 }
 
@@ -165,18 +169,22 @@ async function setupBackend(name: 'pglite' | 'postgres', postgresUrl: string | u
   return { name, env, secretKey, tasks, withDb, cleanup };
 }
 
-/** `n` pending on-demand runs, one per task, inserted as run-now inserts them (run + ledger row). */
-async function insertRuns(db: Db, tasks: Backend['tasks'], n: number): Promise<string[]> {
+/**
+ * `n` pending on-demand runs, one per task from the `from`th, inserted as run-now inserts them
+ * (run + ledger row), created `agoMs` ago (the warm-up runs are older: claimed first).
+ */
+async function insertRuns(db: Db, tasks: Backend['tasks'], n: number, from = 0, agoMs = 0): Promise<string[]> {
+  if (from + n > tasks.length) throw new Error(`${from + n} runs wanted, one per task, of ${tasks.length} tasks`);
   return db.transaction(async (tx) => {
     const ids: string[] = [];
-    for (const task of tasks.slice(0, n)) {
+    for (const task of tasks.slice(from, from + n)) {
       const run = await insertRun(tx, {
         id: newId(),
         organizationId: task.organizationId,
         taskId: task.id,
         slotAt: null,
         trigger: 'manual',
-        now: new Date(),
+        now: new Date(Date.now() - agoMs),
       });
       ids.push(run.id);
     }
@@ -210,18 +218,22 @@ async function runStats(db: Db, ids: string[]): Promise<RunStats> {
  */
 async function between(
   backend: Backend,
-  finished: { ids: string[]; discard: boolean } | undefined,
-  nextRuns: number,
-): Promise<{ stats: RunStats | undefined; ids: string[] }> {
+  finished: { ids: string[]; warmIds: string[]; discard: boolean } | undefined,
+  next: { runs: number; warmUp: number },
+): Promise<{ stats: RunStats | undefined; coldStats: RunStats | undefined; ids: string[]; warmIds: string[] }> {
   return backend.withDb(async (db) => {
     let stats: RunStats | undefined;
+    let coldStats: RunStats | undefined;
     if (finished?.discard) {
       // Runs stopped on purpose (released to pending): removed, so no later worker takes them.
       await db.query(`DELETE FROM runs WHERE id = ANY($1::uuid[]) AND status <> 'completed'`, [finished.ids]);
     } else if (finished) {
       stats = await runStats(db, finished.ids);
+      if (finished.warmIds.length) coldStats = await runStats(db, finished.warmIds);
     }
-    return { stats, ids: nextRuns ? await insertRuns(db, backend.tasks, nextRuns) : [] };
+    // The warm-up runs, created a minute earlier, come first in every organization's order.
+    const warmIds = next.warmUp ? await insertRuns(db, backend.tasks, next.warmUp, next.runs, 60_000) : [];
+    return { stats, coldStats, ids: next.runs ? await insertRuns(db, backend.tasks, next.runs) : [], warmIds };
   });
 }
 
@@ -265,7 +277,7 @@ async function runRow(backend: Backend, row: Row, modelUrl: string, profileDir: 
       : {},
   );
   try {
-    await waitFinished(worker, row.runs, 300_000);
+    await waitFinished(worker, row.warmUp + row.runs, 300_000);
   } finally {
     await worker.stop();
   }
@@ -373,6 +385,8 @@ interface Done {
   job: Job;
   round: number;
   ids: string[];
+  /** Its warm-up runs (drained first, counted apart). */
+  warmIds: string[];
   /** The runs were stopped on purpose: delete them instead of counting them. */
   discard: boolean;
   memory?: MemoryResult;
@@ -421,13 +435,21 @@ export async function benchEngine(options: PartOptions): Promise<PartResult> {
     const memory = new Map<string, MemoryResult[]>();
     const idle = new Map<string, number>();
     const done = new Map<string, Done>();
-    const record = (backend: Backend, d: Done, stats: RunStats | undefined) => {
+    const record = (
+      backend: Backend,
+      d: Done,
+      { stats, coldStats }: { stats: RunStats | undefined; coldStats: RunStats | undefined },
+    ) => {
       if (d.job.kind === 'row' && stats) {
-        const r = { rps: stats.completed / stats.seconds, failed: stats.failed };
+        const r = {
+          rps: stats.completed / stats.seconds,
+          coldRps: coldStats ? coldStats.completed / coldStats.seconds : Number.NaN,
+          failed: stats.failed + (coldStats?.failed ?? 0),
+        };
         const key = `${backend.name}.${d.job.row.key}`;
         results.set(key, [...(results.get(key) ?? []), r]);
         progress(
-          `  engine ${backend.name} ${d.job.row.key} round ${d.round}/${rounds}: ${fmt(r.rps)} runs/s, not completed ${r.failed}`,
+          `  engine ${backend.name} ${d.job.row.key} round ${d.round}/${rounds}: ${fmt(r.rps)} runs/s (first runs ${fmt(r.coldRps)}), not completed ${r.failed}`,
         );
       } else if (d.job.kind === 'memory' && d.memory) {
         const m = {
@@ -458,25 +480,26 @@ export async function benchEngine(options: PartOptions): Promise<PartResult> {
         ];
         for (const job of jobs) {
           const previous = done.get(backend.name);
-          const { stats, ids } = await between(
+          const next = await between(
             backend,
             previous,
-            job.kind === 'row' ? job.row.runs : IN_FLIGHT,
+            job.kind === 'row' ? job.row : { runs: IN_FLIGHT, warmUp: 0 },
           );
-          if (previous) record(backend, previous, stats);
+          const { ids, warmIds } = next;
+          if (previous) record(backend, previous, next);
           if (job.kind === 'row') {
             await runRow(backend, job.row, model(job.row.delayMs).url, options.profileDir);
-            done.set(backend.name, { job, round, ids, discard: false });
+            done.set(backend.name, { job, round, ids, warmIds, discard: false });
           } else {
             const m = await runMemory(backend, model(MEMORY_MODEL_DELAY_MS), !options.quick);
-            done.set(backend.name, { job, round, ids, discard: options.quick, memory: m });
+            done.set(backend.name, { job, round, ids, warmIds, discard: options.quick, memory: m });
           }
         }
       }
     }
     for (const backend of backends) {
       const previous = done.get(backend.name);
-      if (previous) record(backend, previous, (await between(backend, previous, 0)).stats);
+      if (previous) record(backend, previous, await between(backend, previous, { runs: 0, warmUp: 0 }));
     }
 
     const sections: string[] = [];
@@ -485,10 +508,12 @@ export async function benchEngine(options: PartOptions): Promise<PartResult> {
       for (const row of rows) {
         const rs = results.get(`${backend.name}.${row.key}`) ?? [];
         const rps = median(rs.map((r) => r.rps));
+        const coldRps = median(rs.map((r) => r.coldRps));
         const ceiling = median(ceilings.get(row.key) ?? []);
         const failed = rs.reduce((s, r) => s + r.failed, 0);
         const prefix = `engine.${backend.name}.${row.key}`;
         summary[`${prefix}.rps`] = rps;
+        summary[`${prefix}.coldRps`] = coldRps;
         summary[`${prefix}.ceiling`] = ceiling;
         summary[`${prefix}.ratio`] = rps / ceiling;
         summary[`${prefix}.failed`] = failed;
@@ -496,7 +521,8 @@ export async function benchEngine(options: PartOptions): Promise<PartResult> {
           row.delayMs ? `${row.delayMs} ms` : 'instant',
           `${row.concurrency}${row.concurrency === DEFAULT_CONCURRENCY ? ' (default)' : ''}`,
           row.orgConcurrency ? String(row.orgConcurrency) : '2 (default)',
-          String(row.runs),
+          `${row.warmUp} + ${row.runs}`,
+          fmt(coldRps),
           fmt(rps),
           fmt(ceiling),
           `${fmt(rps / ceiling, 2)}×`,
@@ -525,7 +551,8 @@ export async function benchEngine(options: PartOptions): Promise<PartResult> {
               'model',
               'SVC_WORKER_CONCURRENCY',
               'SVC_ORG_CONCURRENCY',
-              'runs',
+              'runs (warm-up + measured)',
+              'first runs of a fresh worker (warm-up), runs/s',
               'service runs/s',
               'HTTP-only calls/s (ceiling)',
               'service / ceiling',
@@ -562,7 +589,7 @@ export async function benchEngine(options: PartOptions): Promise<PartResult> {
     const markdown = [
       '## Run engine',
       '',
-      `A worker process (as \`npm start\` runs it, \`SVC_ROLE=worker\`, default log level) drains a backlog of pending on-demand runs (inserted in SQL as run-now inserts them, with their ledger rows, one per task, spread evenly over ${ORGANIZATIONS} paid organizations; one weekly task per organization is created through the API and copied in SQL) against a Chat Completions stand-in in a process of its own (streamed answers, instant or after 100 ms). Runs/s is completed runs divided by the span from the first run's \`started_at\` to the last run's \`completed_at\` (database clock), so the worker's start-up is not counted. The ceiling is the same number of plain streamed calls to the same model server at the same concurrency, from the bench process with \`fetch\`. ${rounds} round(s)${backendNames.includes('pglite') && sizes.pgliteRounds < rounds ? ` (${sizes.pgliteRounds} on PGlite, whose figures are for information)` : ''}, medians; sizes in bench/sizes.ts; "runs not completed" is a total over the rounds and must be 0.`,
+      `A worker process (as \`npm start\` runs it, \`SVC_ROLE=worker\`, default log level) drains a backlog of pending on-demand runs (inserted in SQL as run-now inserts them, with their ledger rows, one per task, spread evenly over ${ORGANIZATIONS} paid organizations; one weekly task per organization is created through the API and copied in SQL) against a Chat Completions stand-in in a process of its own (streamed answers, instant or after 100 ms). The worker first drains a warm-up of runs created a minute before the measured ones (so claimed first in every organization), as the peers part warms its workers: a fresh process runs its first few hundred runs with cold code (V8 compiles its hot functions as they run), and a worker runs for days, so what a run costs a warm worker is the measure; the warm-up's own rate is shown beside it. Runs/s is completed runs divided by the span from the first run's \`started_at\` to the last run's \`completed_at\` (database clock), so the worker's start-up is not counted. The ceiling is the same number of plain streamed calls to the same model server at the same concurrency, from the bench process with \`fetch\`. ${rounds} round(s)${backendNames.includes('pglite') && sizes.pgliteRounds < rounds ? ` (${sizes.pgliteRounds} on PGlite, whose figures are for information)` : ''}, medians; sizes in bench/sizes.ts; "runs not completed" is a total over the rounds and must be 0.`,
       '',
       `Memory: one worker process with ${IN_FLIGHT} runs in flight at once against a model server that answers in ${MEMORY_MODEL_DELAY_MS / 1000} s (${IN_FLIGHT} tasks over ${ORGANIZATIONS} organizations, \`SVC_ORG_CONCURRENCY=256\`). \`SVC_WORKER_CONCURRENCY\` accepts at most 256, so this worker is started by \`node bench/engine.ts worker-child\`, which is \`src/main.ts\` with \`config.worker.concurrency = ${IN_FLIGHT}\` set after \`loadConfig\`. RSS is read from /proc/<pid>/status (VmRSS, and VmHWM for the peak) every 100 ms, with the model server's count of calls in flight, ${options.quick ? 'until 1 s after all the calls were in flight; then the worker is stopped (`SVC_SHUTDOWN_GRACE_SECONDS=0`: the runs are released) and its runs deleted, so quick runs do not wait for PGlite to record 1,000 results' : 'until all runs have finished'}. ${memoryRounds} round(s), medians.`,
       '',

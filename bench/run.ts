@@ -227,12 +227,12 @@ function targetRows(summary: Record<string, number>, backends: string[]): Target
     // The per-run overhead: with an instant model nothing hides it behind the model's wait.
     const instant = s(`engine.${b}.instant-c4.ratio`);
     rows.push({
-      target: 'Run engine, instant model, default concurrency (4): runs/s vs HTTP-only ceiling',
+      target: 'Run engine, instant model, default concurrency (4), warm worker: runs/s vs HTTP-only ceiling',
       backend: b,
       result:
         instant === undefined
           ? 'n/a'
-          : `${x(instant)} (${fmt(s(`engine.${b}.instant-c4.rps`))} vs ${fmt(s(`engine.${b}.instant-c4.ceiling`))}/s)`,
+          : `${x(instant)} (${fmt(s(`engine.${b}.instant-c4.rps`))} vs ${fmt(s(`engine.${b}.instant-c4.ceiling`))}/s; a fresh worker's first runs ${fmt(s(`engine.${b}.instant-c4.coldRps`))}/s)`,
       goal:
         b === 'postgres'
           ? `≥ ${INSTANT_ENGINE_GOAL}×`
