@@ -173,8 +173,15 @@ async function setupBackend(name: 'pglite' | 'postgres', postgresUrl: string | u
  * `n` pending on-demand runs, one per task from the `from`th, inserted as run-now inserts them
  * (run + ledger row), created `agoMs` ago (the warm-up runs are older: claimed first).
  */
-async function insertRuns(db: Db, tasks: Backend['tasks'], n: number, from = 0, agoMs = 0): Promise<string[]> {
-  if (from + n > tasks.length) throw new Error(`${from + n} runs wanted, one per task, of ${tasks.length} tasks`);
+async function insertRuns(
+  db: Db,
+  tasks: Backend['tasks'],
+  n: number,
+  from = 0,
+  agoMs = 0,
+): Promise<string[]> {
+  if (from + n > tasks.length)
+    throw new Error(`${from + n} runs wanted, one per task, of ${tasks.length} tasks`);
   return db.transaction(async (tx) => {
     const ids: string[] = [];
     for (const task of tasks.slice(from, from + n)) {
@@ -220,7 +227,12 @@ async function between(
   backend: Backend,
   finished: { ids: string[]; warmIds: string[]; discard: boolean } | undefined,
   next: { runs: number; warmUp: number },
-): Promise<{ stats: RunStats | undefined; coldStats: RunStats | undefined; ids: string[]; warmIds: string[] }> {
+): Promise<{
+  stats: RunStats | undefined;
+  coldStats: RunStats | undefined;
+  ids: string[];
+  warmIds: string[];
+}> {
   return backend.withDb(async (db) => {
     let stats: RunStats | undefined;
     let coldStats: RunStats | undefined;
@@ -233,7 +245,12 @@ async function between(
     }
     // The warm-up runs, created a minute earlier, come first in every organization's order.
     const warmIds = next.warmUp ? await insertRuns(db, backend.tasks, next.warmUp, next.runs, 60_000) : [];
-    return { stats, coldStats, ids: next.runs ? await insertRuns(db, backend.tasks, next.runs) : [], warmIds };
+    return {
+      stats,
+      coldStats,
+      ids: next.runs ? await insertRuns(db, backend.tasks, next.runs) : [],
+      warmIds,
+    };
   });
 }
 

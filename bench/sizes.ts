@@ -110,11 +110,25 @@ export function engineSizes(quick: boolean) {
     idleRss: !quick,
     rows: quick
       ? [
-          { key: 'instant-c4', delayMs: 0, concurrency: 4, orgConcurrency: undefined, runs: 200, warmUp: 200 },
+          {
+            key: 'instant-c4',
+            delayMs: 0,
+            concurrency: 4,
+            orgConcurrency: undefined,
+            runs: 200,
+            warmUp: 200,
+          },
           { key: '100ms-c4', delayMs: 100, concurrency: 4, orgConcurrency: undefined, runs: 60, warmUp: 8 },
         ]
       : [
-          { key: 'instant-c4', delayMs: 0, concurrency: 4, orgConcurrency: undefined, runs: 600, warmUp: 400 },
+          {
+            key: 'instant-c4',
+            delayMs: 0,
+            concurrency: 4,
+            orgConcurrency: undefined,
+            runs: 600,
+            warmUp: 400,
+          },
           { key: '100ms-c4', delayMs: 100, concurrency: 4, orgConcurrency: undefined, runs: 160, warmUp: 20 },
           { key: '100ms-c32', delayMs: 100, concurrency: 32, orgConcurrency: 32, runs: 256, warmUp: 64 },
         ],
