@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import { loadModelCatalog, SHIPPED_CATALOG_FILE } from '../src/domain/models.ts';
 import { assertEnvelope, assertValidation } from './helpers/assertions.ts';
 import { useTestService } from './helpers/fixtures.ts';
@@ -91,6 +91,7 @@ describe('models', () => {
 describe('model catalog file', () => {
   const shipped = JSON.parse(readFileSync(SHIPPED_CATALOG_FILE, 'utf8')) as any[];
   const dir = mkdtempSync(join(tmpdir(), 'svc-models-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
   const write = (name: string, content: string) => {
     const file = join(dir, name);
     writeFileSync(file, content);

@@ -1,7 +1,7 @@
 // A task's run checks as the API saves them: the cost cap, the output schema (compiled when
 // saved, its size, depth and references bounded) and the required tools; null clears each.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -160,8 +160,11 @@ describe('run checks saved with a task', () => {
 
 describe("the catalog's supportsStructuredOutput", () => {
   const shipped = JSON.parse(readFileSync(SHIPPED_CATALOG_FILE, 'utf8')) as Record<string, unknown>[];
+  const dir = mkdtempSync(join(tmpdir(), 'svc-models-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  let written = 0;
   const write = (entries: unknown) => {
-    const file = join(mkdtempSync(join(tmpdir(), 'svc-models-')), 'models.json');
+    const file = join(dir, `models-${++written}.json`);
     writeFileSync(file, JSON.stringify(entries));
     return file;
   };
