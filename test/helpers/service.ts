@@ -93,6 +93,7 @@ export async function startTestService(
       done();
     },
   });
+  // A start that fails (a test of a bad configuration) still drops its database.
   const service = await startService(config, {
     db: testDb.db,
     log: createLogger(config.logLevel, sink),
@@ -100,6 +101,9 @@ export async function startTestService(
     startLoops: options.startLoops ?? false,
     ...(options.clock && { clock: options.clock }),
     ...(options.executor && { executor: options.executor }),
+  }).catch(async (err: unknown) => {
+    await testDb.dispose();
+    throw err;
   });
   const app = service.app;
   if (!app) throw new Error('test service has no api role');
@@ -145,8 +149,12 @@ export async function startTestService(
       return res.body;
     },
     async close() {
-      await service.stop();
-      await testDb.dispose();
+      // The database is dropped even when the stop fails (a test closed the connection itself).
+      try {
+        await service.stop();
+      } finally {
+        await testDb.dispose();
+      }
     },
   };
 }
