@@ -98,9 +98,9 @@ export function schedulerSizes(quick: boolean) {
  * The run engine part (bench/engine.ts): backlogs drained by a fresh worker process per row and
  * round. A row's runs span 20 or more waves of the worker's concurrency, so its start and its
  * last wave are a few percent of the span; a warm-up drained first (untimed) keeps a fresh
- * process's cold code out of the measure (the runs are one per task: warm-up + runs <= 1,000). PGlite's rows are for information (the engine's
- * goals are set for PostgreSQL) and each costs two start-ups of the embedded database, so they
- * take fewer rounds.
+ * process's cold code out of the measure (one run per task: warm-up + runs <= 1,000). PGlite's
+ * rows are for information (the engine's goals are set for PostgreSQL) and each costs two
+ * start-ups of the embedded database, so they take fewer rounds.
  */
 export function engineSizes(quick: boolean) {
   return {
