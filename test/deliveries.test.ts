@@ -151,6 +151,44 @@ describe('delivery', () => {
     assert.ok(!JSON.stringify(svc.logs).includes('sms-auth-token-secret'), 'no secret in the logs');
   });
 
+  test("a destination added by its own route, or a legacy flag set by an update, reaches the task's next run", async () => {
+    // A run's end looks for targets only for a task whose row names any (run-queue.ts).
+    const task = await newTask(svc, org, { name: 'Late destinations', prompt: 'late destinations' });
+    const first = await settledRun(svc, org, await runNow(svc, org, task.id));
+    assert.equal(first.status, 'completed');
+    assert.deepEqual(first.deliveries ?? [], []);
+    const added = await svc.call({
+      method: 'POST',
+      url: `/api/svc/tasks/${task.id}/destinations`,
+      key: org.apiKey,
+      body: { type: 'email', value: 'late@example.com' },
+    });
+    assert.equal(added.status, 201, JSON.stringify(added.body));
+    const second = await settledRun(svc, org, await runNow(svc, org, task.id));
+    assert.deepEqual(
+      second.deliveries.map((d: { type: string; value: string }) => `${d.type} ${d.value}`),
+      ['email late@example.com'],
+    );
+    const removed = await svc.call({
+      method: 'DELETE',
+      url: `/api/svc/tasks/${task.id}/destinations/${added.body.id}`,
+      key: org.apiKey,
+    });
+    assert.equal(removed.status, 204);
+    const flagged = await svc.call({
+      method: 'PATCH',
+      url: `/api/svc/tasks/${task.id}`,
+      key: org.apiKey,
+      body: { deliverySms: true, deliveryPhoneNumber: '+14155550199' },
+    });
+    assert.equal(flagged.status, 200, JSON.stringify(flagged.body));
+    const third = await settledRun(svc, org, await runNow(svc, org, task.id));
+    assert.deepEqual(
+      third.deliveries.map((d: { type: string; value: string }) => `${d.type} ${d.value}`),
+      ['sms +14155550199'],
+    );
+  });
+
   test('a receiver that answers 500, 500, 200 gets three attempts with one webhook-id and the run is delivered', async () => {
     const hook = await receiver({ status: 500 }, { status: 500, body: 'still broken' }, { status: 200 });
     const task = await newTask(svc, org, { destinations: [{ type: 'webhook', value: hook.url }] });

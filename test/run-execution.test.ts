@@ -136,6 +136,38 @@ describe('run execution with tools', () => {
     assert.match(result?.content ?? '', /Asia\/Tokyo/);
   });
 
+  test("skills and sources attached by a later update reach the task's next run, and those detached leave it", async () => {
+    // The claim reads the link tables only for a task whose row lists any (run-context.ts).
+    const skill = await create(svc, org, 'skills', { name: 'Late skill', content: 'Answer in one line.' });
+    const task = await newTask(svc, org, { prompt: 'late attachments' });
+    const attach = async (skillIds: string[], sourceIds: string[]) => {
+      const res = await svc.call({
+        method: 'PATCH',
+        url: `/api/svc/tasks/${task.id}`,
+        key: org.apiKey,
+        body: { skillIds, sourceIds },
+      });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+    };
+    const runOnce = async () => {
+      const run = await finishedRun(svc, org, await runNow(svc, org, task.id));
+      assert.equal(run.status, 'completed', run.error);
+    };
+    await runOnce();
+    await attach([skill.id], [local.id]);
+    await runOnce();
+    await attach([], []);
+    await runOnce();
+    const requests = requestsOf(task);
+    assert.equal(requests.length, 3);
+    const skilled = requests.map((r) => /# Skill: Late skill/.test(r.body.messages[0]?.content ?? ''));
+    const tooled = requests.map((r) =>
+      (r.body.tools ?? []).some((t) => t.function.name.startsWith('builtin__')),
+    );
+    assert.deepEqual(skilled, [false, true, false]);
+    assert.deepEqual(tooled, [false, true, false]);
+  });
+
   test('a provider-reported cost is summed over every step', async () => {
     const task = await newTask(svc, org, { prompt: 'priced', sourceIds: [local.id] });
     const run = await finishedRun(svc, org, await runNow(svc, org, task.id));

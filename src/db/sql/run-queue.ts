@@ -160,12 +160,11 @@ const RECORD_RUN_ENDS = `WITH input AS (
            AS i(run_id, worker_id, status, output, error, completed_at, held_ms)
          JOIN runs r ON r.id = i.run_id
         WHERE r.id = ANY($1::uuid[])
-     ), targets AS (
-       SELECT i.run_id, g.* FROM input i CROSS JOIN LATERAL (${deliveryTargets('i.task_id')}) g
      ), task AS (
        -- Read after the tasks' locks were taken (lockRunsAndTasksStatement): another run of the
        -- task that ended first is seen with its output, count and last delivered run.
        SELECT i.run_id, k.id, k.status, k.deliver_on, k.consecutive_failures, k.last_delivered_run_id,
+              (k.destinations <> '[]'::jsonb OR k.delivery_email OR k.delivery_sms) AS has_targets,
               CASE WHEN i.status = 'failed' THEN true
                    WHEN k.deliver_on = 'failure' THEN false
                    WHEN k.deliver_on = 'change' THEN
@@ -174,6 +173,11 @@ const RECORD_RUN_ENDS = `WITH input AS (
                    ELSE true END AS deliver
          FROM input i JOIN tasks k ON k.id = i.task_id
         WHERE k.id = ANY(ARRAY(SELECT task_id FROM input))
+     ), targets AS (
+       -- Looked up only for a task that names any (most have none): its destinations are a
+       -- copy of task_destinations in every snapshot (migration 0019), the legacy flags its own.
+       SELECT k.run_id, g.* FROM task k CROSS JOIN LATERAL (${deliveryTargets('k.id')}) g
+        WHERE k.has_targets
      ), run AS (
        UPDATE runs r SET status = i.status, output = i.output, error = i.error,
               -- Tokens and cost were added to the ledger call by call (recordModelCallsStatement, usage.ts).
