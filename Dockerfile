@@ -12,6 +12,7 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 # Stage 2: the image: those dependencies, the sources and the migrations, nothing else.
 FROM node:24-slim
 ENV NODE_ENV=production \
+    MALLOC_ARENA_MAX=2 \
     HOST=0.0.0.0 \
     SVC_DATA_DIR=/var/lib/svc
 WORKDIR /app

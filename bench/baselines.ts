@@ -32,25 +32,36 @@ import { FLOOR_BATCH_IN_FLIGHT, insertBatcher, type Query } from './floor-batche
 
 const SELF = fileURLToPath(import.meta.url);
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
-/**
- * The node options of `npm start` (package.json), so the service measured runs as it is run;
- * BENCH_NODE_ARGS (space-separated, e.g. `--max-semi-space-size=16`) replaces them, to measure
- * the service under other options.
- */
-export const START_NODE_ARGS = (() => {
-  if (process.env.BENCH_NODE_ARGS !== undefined)
-    return process.env.BENCH_NODE_ARGS.split(' ').filter(Boolean);
+/** `npm start` (package.json): `[NAME=value …] node [--options] src/start.mjs`. */
+const START = (() => {
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
     scripts: { start: string };
   };
   // src/start.mjs checks the Node.js version and loads src/main.ts, which is run here directly.
-  const m = /^node((?: --[^ ]+)*) src\/start\.mjs$/.exec(pkg.scripts.start);
+  const m = /^((?:[A-Z_]+=[^ ]+ )*)node((?: --[^ ]+)*) src\/start\.mjs$/.exec(pkg.scripts.start);
   if (!m)
     throw new Error(
-      `package.json's start script is not "node [--options] src/start.mjs": ${pkg.scripts.start}`,
+      `package.json's start script is not "[NAME=value …] node [--options] src/start.mjs": ${pkg.scripts.start}`,
     );
-  return m[1]?.trim().split(' ').filter(Boolean) ?? [];
+  const words = (s: string | undefined) => s?.trim().split(' ').filter(Boolean) ?? [];
+  return {
+    env: Object.fromEntries(words(m[1]).map((pair) => pair.split('=', 2) as [string, string])),
+    nodeArgs: words(m[2]),
+  };
 })();
+
+/**
+ * The node options of `npm start`, so the service measured runs as it is run; BENCH_NODE_ARGS
+ * (space-separated, e.g. `--max-semi-space-size=16`) replaces them, to measure the service
+ * under other options.
+ */
+export const START_NODE_ARGS =
+  process.env.BENCH_NODE_ARGS !== undefined
+    ? process.env.BENCH_NODE_ARGS.split(' ').filter(Boolean)
+    : START.nodeArgs;
+
+/** The environment `npm start` sets (MALLOC_ARENA_MAX), given to every service process measured. */
+export const START_ENV: Readonly<Record<string, string>> = START.env;
 
 export const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
 
@@ -228,7 +239,7 @@ export interface ServiceProcessOptions {
 }
 
 /**
- * Starts the service as `npm start` runs it (`node` with the start script's options, `src/main.ts`) with exactly `env` plus a free
+ * Starts the service as `npm start` runs it (`node` with the start script's environment and options, `src/main.ts`) with exactly `env` plus a free
  * PORT, and waits until /healthz answers. Its stdout (one JSON log line per request at the
  * default level, info) goes to /dev/null.
  */
@@ -239,7 +250,7 @@ export async function startServiceProcess(
   const port = await freePort();
   const c = spawnNode(
     [...START_NODE_ARGS, ...(options.nodeArgs ?? []), options.script ?? MAIN, ...(options.args ?? [])],
-    { HOST: '127.0.0.1', PORT: String(port), ...env },
+    { ...START_ENV, HOST: '127.0.0.1', PORT: String(port), ...env },
     'ignore',
   );
   const url = `http://127.0.0.1:${port}`;

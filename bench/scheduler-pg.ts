@@ -7,7 +7,12 @@ import type { Db } from '../src/db/db.ts';
 import { databaseClock } from '../src/db/sql/time.ts';
 import { createOrganization } from '../src/domain/organizations.ts';
 import { SecretBox } from '../src/lib/secret-box.ts';
-import { childEnv, createDatabase as createPostgresDatabase, START_NODE_ARGS } from './baselines.ts';
+import {
+  childEnv,
+  createDatabase as createPostgresDatabase,
+  START_ENV,
+  START_NODE_ARGS,
+} from './baselines.ts';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const MODEL_SERVER = fileURLToPath(new URL('./scheduler-model-server.ts', import.meta.url));
@@ -115,7 +120,7 @@ export async function startModelServer(): Promise<{ url: string; proc: Child }> 
 }
 
 /**
- * The real entry point as `npm start` runs it (its node options, `src/main.ts`) with exactly
+ * The real entry point as `npm start` runs it (its environment and node options, `src/main.ts`) with exactly
  * `env`; resolves once it listens. `nodeArgs` go before the script (e.g. --cpu-prof).
  */
 export async function startServiceProcess(
@@ -124,7 +129,7 @@ export async function startServiceProcess(
 ): Promise<Child> {
   const { proc } = await startChild(
     [...START_NODE_ARGS, ...nodeArgs, MAIN],
-    { PORT: '0', ...env },
+    { ...START_ENV, PORT: '0', ...env },
     /Server listening at http:\/\/\S+/,
     'service process',
   );

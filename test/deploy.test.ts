@@ -78,13 +78,20 @@ describe('the Dockerfile and .dockerignore', () => {
     assert.ok(user && !['root', '0'].includes(user.split(':')[0] as string), `USER ${user}`);
   });
 
-  test('the command is what npm start runs, listening on every interface, with the data in the volume', () => {
-    assert.equal(pkg.scripts.start, cmd.join(' '));
+  test('the command is what npm start runs, with its environment, listening on every interface, with the data in the volume', () => {
+    // npm start: `NAME=value … node …`; the image sets the same variables with ENV.
+    const start = /^((?:[A-Z_]+=\S+ )*)(node .*)$/.exec(pkg.scripts.start ?? '');
+    assert.ok(start, pkg.scripts.start);
+    assert.equal(start[2], cmd.join(' '));
+    const startEnv = envPairs((start[1] ?? '').trim());
+    assert.deepEqual(Object.keys(startEnv), ['MALLOC_ARENA_MAX']);
+    for (const [name, value] of Object.entries(startEnv)) assert.equal(imageEnv[name], value, name);
     assert.equal(imageEnv.HOST, '0.0.0.0');
     const volumes = final('VOLUME').flatMap((i) => execForm(i.args));
     assert.deepEqual(volumes, [imageEnv.SVC_DATA_DIR]);
+    // Besides the service's own: Node's mode, and glibc's arenas (docs/operations.md, Sizing).
     const unknown = Object.keys(imageEnv).filter(
-      (name) => name !== 'NODE_ENV' && !(name in EnvSchema.properties),
+      (name) => !['NODE_ENV', 'MALLOC_ARENA_MAX'].includes(name) && !(name in EnvSchema.properties),
     );
     assert.deepEqual(unknown, [], 'ENV sets only variables the service reads');
   });
