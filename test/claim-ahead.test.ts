@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
+import { ClaimAhead } from '../src/worker/claim-ahead.ts';
 import type { ModelReply } from './helpers/model-server.ts';
 import { finishedRun, newTask, type Org, runNow, startWorkerService, unlimited } from './helpers/runs.ts';
 import type { TestService } from './helpers/service.ts';
@@ -138,6 +139,40 @@ async function onlyFreePlacesClaimed(delayMs: number, shortMs: number): Promise<
     await h.close();
   }
 }
+
+describe('how many runs a worker holds ahead', () => {
+  const shortRuns = (concurrency: number) => {
+    const ahead = new ClaimAhead(concurrency, 50);
+    ahead.executed(2);
+    return ahead;
+  };
+
+  test('twice its concurrency while runs are short, at most 32 unless the concurrency is more', () => {
+    assert.deepEqual(
+      [1, 4, 8, 16, 20, 32, 64].map((c) => shortRuns(c).ahead),
+      [2, 8, 16, 32, 32, 32, 64],
+    );
+  });
+
+  test('none before the first run, once runs are long, or when told never to', () => {
+    assert.equal(new ClaimAhead(8, 50).ahead, 0);
+    const long = shortRuns(8);
+    for (let i = 0; i < 20; i++) long.executed(200);
+    assert.equal(long.ahead, 0);
+    const never = new ClaimAhead(8, 0);
+    never.executed(1);
+    assert.equal(never.ahead, 0);
+  });
+
+  test('a claim asks for the free places, and refills the held runs once half of them have begun', () => {
+    const ahead = shortRuns(8);
+    assert.equal(ahead.limit(8), 8 + 16);
+    for (let i = 0; i < 9; i++) ahead.hold({} as never);
+    assert.equal(ahead.limit(2), 2, 'more than half still held: no refill');
+    ahead.next();
+    assert.equal(ahead.limit(2), 2 + 16 - 8);
+  });
+});
 
 describe('claiming ahead', () => {
   test('a worker whose runs are short holds a claimed run while its place is taken, begins it when the place frees, and records its duration from then', async () => {

@@ -154,7 +154,7 @@ export const EnvSchema = Type.Object({
   SVC_WORKER_CLAIM_AHEAD_MS: int(0, 60_000, 50, {
     group: 'scheduling',
     description:
-      "While a worker's runs take less than this many milliseconds on average (from their start to the model's last answer), each claim also takes up to SVC_WORKER_CONCURRENCY runs beyond its free places, held and started the moment a place frees (they count as running meanwhile); 0 never claims ahead.",
+      "While a worker's runs take less than this many milliseconds on average (from their start to the model's last answer), each claim also takes runs beyond its free places, up to twice SVC_WORKER_CONCURRENCY held (at most 32, or SVC_WORKER_CONCURRENCY when that is more), started the moment a place frees (they count as running meanwhile); 0 never claims ahead.",
   }),
   SVC_ORG_CONCURRENCY: int(1, 256, 2, {
     group: 'scheduling',
