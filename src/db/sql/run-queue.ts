@@ -164,6 +164,7 @@ const RECORD_RUN_ENDS = `WITH input AS (
        -- Read after the tasks' locks were taken (lockRunsAndTasksStatement): another run of the
        -- task that ended first is seen with its output, count and last delivered run.
        SELECT i.run_id, k.id, k.status, k.deliver_on, k.consecutive_failures, k.last_delivered_run_id,
+              k.schedule, k.cron_expression, k.auto_pause_after_failures,
               (k.destinations <> '[]'::jsonb OR k.delivery_email OR k.delivery_sms) AS has_targets,
               CASE WHEN i.status = 'failed' THEN true
                    WHEN k.deliver_on = 'failure' THEN false
@@ -205,13 +206,19 @@ const RECORD_RUN_ENDS = `WITH input AS (
                    WHEN ${COUNTS_AS_FAILURE} THEN task.consecutive_failures + 1
                    ELSE task.consecutive_failures END AS failures
          FROM run JOIN task ON task.run_id = run.id
+     ), changing AS (
+       -- What each end does to its task, decided on the task as \`task\` read it (after its lock,
+       -- in this statement's snapshot: what the UPDATE below sees), so that the tasks' rows are
+       -- read again only for the ends that change them: most runs of most tasks change nothing.
+       SELECT e.task_id, e.organization_id, (${ONCE_DONE} OR ${PAUSES}) AS leaves_active,
+              (${ONCE_DONE} OR ${PAUSES} OR e.failures <> t.consecutive_failures OR ${SENT_FOR_CHANGE}) AS changes
+         FROM ended e JOIN task t ON t.run_id = e.run_id
      ), status_organizations AS (
        -- A task leaving 'active' updates its organization's row (its active-task count, by a
        -- trigger); those rows are taken here in id order, as schedulers take them, before the
        -- tasks' UPDATE would take them in whatever order it meets its rows.
        SELECT o.id FROM organizations o
-        WHERE o.id IN (SELECT e.organization_id FROM ended e JOIN tasks t ON t.id = e.task_id
-                        WHERE t.id = ANY(ARRAY(SELECT task_id FROM input)) AND (${ONCE_DONE} OR ${PAUSES}))
+        WHERE o.id IN (SELECT c.organization_id FROM changing c WHERE c.leaves_active)
         ORDER BY o.id FOR NO KEY UPDATE
      ), task_end AS (
        -- One UPDATE of each task (two in one statement would not both apply): a once task's
@@ -225,7 +232,7 @@ const RECORD_RUN_ENDS = `WITH input AS (
               last_delivered_run_id = CASE WHEN ${SENT_FOR_CHANGE} THEN e.run_id ELSE t.last_delivered_run_id END
          FROM ended e
         -- Only when something changes: most runs of most tasks leave the task's row as it was.
-        WHERE t.id = ANY(ARRAY(SELECT task_id FROM input)) AND t.id = e.task_id
+        WHERE t.id = ANY(ARRAY(SELECT task_id FROM changing WHERE changes)) AND t.id = e.task_id
           AND (${ONCE_DONE} OR ${PAUSES} OR e.failures <> t.consecutive_failures OR ${SENT_FOR_CHANGE})
           -- Evaluated once, before the first task's row is updated.
           AND (SELECT count(*) FROM status_organizations) >= 0
