@@ -138,10 +138,11 @@ describe(`run writes committed together (${backendName})`, () => {
     const w = batcher();
     const writes = [
       () => w.recordUsage(usage(going, 120, 0.25)),
-      () => w.recordEnd(p1, WORKER, failed('The provider refused')),
+      // Some ends carry their runs' last calls (written by the ends' statements).
+      () => w.recordEnd(p1, WORKER, failed('The provider refused'), [usage(p1, 5, 0.05)]),
       () => w.recordEnd(c1, WORKER, completed('The same answer')),
-      () => w.recordEnd(n1, WORKER, completed('Done')),
-      () => w.recordEnd(p2, WORKER, failed('The provider refused again')),
+      () => w.recordEnd(n1, WORKER, completed('Done'), [usage(n1, 30, 0.3), usage(n1, 12, 0.12)]),
+      () => w.recordEnd(p2, WORKER, failed('The provider refused again'), [usage(p2, 9, 0.09)]),
       () => w.recordEnd(c2, WORKER, completed('The  same answer ')),
       () => w.recordEnd(q1, WORKER, failed('The provider refused')),
       () => w.recordEnd(q2, WORKER, failed('The provider refused')),
@@ -185,6 +186,18 @@ describe(`run writes committed together (${backendName})`, () => {
       [org.organizationId],
     );
     assert.equal(count?.counted, count?.active);
+    // The calls carried to the ends are on their runs and ledger rows, once.
+    assert.deepEqual(
+      [0, 1, 4].map((i) => {
+        const r = alone.runs[i];
+        return [r?.ledger, r?.ledger_tokens, r?.tokens_used, Number(r?.cost_cents), r?.calls];
+      }),
+      [
+        ['failed', 5, 5, 0.05, 1],
+        ['failed', 9, 9, 0.09, 1],
+        ['completed', 42, 42, 0.42, 2],
+      ],
+    );
     const changeDeliveries = alone.runs.slice(2, 4).map((r) => r.deliveries);
     assert.deepEqual(changeDeliveries.sort(), ['pending', 'suppressed']);
     assert.deepEqual(alone.runs[5], {
