@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -76,6 +76,40 @@ describe('the service as a process', () => {
       restarted.child.kill('SIGTERM');
       assert.equal(await restarted.exited, 0);
     }
+  });
+
+  test('a scheduler and worker process loads neither TypeBox nor the API, and answers its health routes and the API paths in the envelope', async () => {
+    const env = await freshEnv();
+    const dir = mkdtempSync(join(tmpdir(), 'svc-modules-'));
+    cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const log = join(dir, 'modules.txt');
+    // Every module the process resolves, one URL a line (Node's synchronous module hooks).
+    const hook = `import { registerHooks } from 'node:module'; import { appendFileSync } from 'node:fs';
+      registerHooks({ resolve(s, c, next) { const r = next(s, c); appendFileSync(${JSON.stringify(log)}, r.url + '\\n'); return r; } });`;
+    const server = await startServerProcess({ ...env, SVC_ROLE: 'scheduler,worker' }, 30_000, [
+      `--import=data:text/javascript,${encodeURIComponent(hook)}`,
+    ]);
+    try {
+      assert.deepEqual(await (await fetch(`${server.url}/healthz`)).json(), { status: 'ok' });
+      assert.deepEqual(await (await fetch(`${server.url}/readyz`)).json(), { status: 'ready' });
+      const metrics = await fetch(`${server.url}/metrics`);
+      assert.match(metrics.headers.get('content-type') ?? '', /^text\/plain/);
+      assert.match(await metrics.text(), /^# HELP /m);
+      const api = await fetch(`${server.url}/api/svc/tasks`);
+      assert.equal(api.status, 401);
+      assert.equal(((await api.json()) as { error: { code: string } }).error.code, 'unauthorized');
+    } finally {
+      server.child.kill('SIGTERM');
+      assert.equal(await server.exited, 0);
+    }
+    const modules = readFileSync(log, 'utf8').split('\n');
+    // The hook saw the roles' own code: an empty log would prove nothing.
+    assert.ok(modules.some((url) => url.endsWith('/src/worker/worker.ts')));
+    assert.ok(modules.some((url) => url.endsWith('/src/scheduler/claimer.ts')));
+    assert.deepEqual(
+      modules.filter((url) => /\/node_modules\/typebox\/|\/src\/http\/api-surface\.ts$/.test(url)),
+      [],
+    );
   });
 
   test('SIGTERM lets an in-flight request finish, then exits 0', async () => {

@@ -2,6 +2,7 @@
 // zone, to the minute, also when the same minute has just been formatted for another run.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import fc from 'fast-check';
 import { timeContext } from '../src/runner/prompt.ts';
 
 test('the time context gives the minute in the task zone, run after run, and moves on with the clock', () => {
@@ -17,4 +18,32 @@ test('the time context gives the minute in the task zone, run after run, and mov
   );
   assert.match(paris, /Sunday, 1 March 2026 at 07:15 CET/);
   assert.match(paris, /scheduled time Sunday, 1 March 2026 at 07:00 CET/);
+});
+
+test('the default zone reads as Intl would write it, for any minute of four centuries', () => {
+  // The UTC text is written without Intl (src/runner/prompt.ts); Intl's en-GB text is the reference.
+  const intl = new Intl.DateTimeFormat('en-GB', {
+    timeZone: 'UTC',
+    weekday: 'long',
+    year: 'numeric',
+    month: 'long',
+    day: 'numeric',
+    hour: '2-digit',
+    minute: '2-digit',
+    hourCycle: 'h23',
+    timeZoneName: 'short',
+  });
+  fc.assert(
+    fc.property(
+      fc.integer({ min: Date.UTC(1900, 0, 1), max: Date.UTC(2300, 0, 1) }),
+      fc.integer({ min: -Date.UTC(1971, 0, 1), max: Date.UTC(1971, 0, 1) }),
+      (now, slotDelta) => {
+        const slot = new Date(now + slotDelta);
+        const text = timeContext('UTC', new Date(now), slot);
+        assert.ok(text.includes(`Current date and time: ${intl.format(now)} (time zone UTC;`), text);
+        assert.ok(text.includes(`scheduled time ${intl.format(slot)} (`), text);
+      },
+    ),
+    { seed: 20261129, numRuns: 2000 },
+  );
 });

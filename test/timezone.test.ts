@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { wallTime, wallTimeUncached } from '../src/schedule/timezone.ts';
+import { isKnownTimeZone, wallTime, wallTimeUncached } from '../src/schedule/timezone.ts';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -78,5 +78,18 @@ test('the cached wall time equals Intl for random instants in every zone Intl kn
 test('instants at the ends of the Date range are answered without the cache, as Intl answers them', () => {
   for (const instant of [8.64e15, -8.64e15, 8.64e15 - 1000]) {
     assert.equal(wallTime('Europe/Berlin', instant), wallTimeUncached('Europe/Berlin', instant));
+  }
+});
+
+test('the default zone, answered without Intl, has the wall time Intl gives it across the whole Date range', () => {
+  assert.equal(isKnownTimeZone('UTC'), true);
+  fc.assert(
+    fc.property(fc.integer({ min: -8.64e15, max: 8.64e15 }), (instant) => {
+      assert.equal(wallTime('UTC', instant), wallTimeUncached('UTC', instant));
+    }),
+    { seed: SEED, numRuns: 3000 },
+  );
+  for (const instant of [8.64e15, -8.64e15, 0, Date.UTC(2026, 2, 29, 1)]) {
+    assert.equal(wallTime('UTC', instant), wallTimeUncached('UTC', instant));
   }
 });

@@ -4,11 +4,21 @@
  * validator every process has loaded already: lib/ajv.ts; TypeBox's own checker, typebox/value,
  * would add some 300 modules to every process for this one check). The first problem becomes a
  * ConfigError whose one line names the variable, the way the service reports it at start.
+ *
+ * The schema is read as JSON (env-schema.json, written from schema.ts by `npm run schema-json`;
+ * test/schema-json.test.ts keeps the two equal): TypeBox's builders are some 370 modules, about
+ * 10 MB of a process's memory, that a scheduler or worker process needs for nothing else
+ * (docs/architecture.md, "Lazy roles").
  */
+import { readFileSync } from 'node:fs';
 import type { ValidateFunction } from 'ajv';
 import type { TSchema } from 'typebox';
 import { newAjv } from '../lib/ajv.ts';
-import { type Env, EnvSchema } from './schema.ts';
+import type { Env, EnvSchema } from './schema.ts';
+
+const envSchema = JSON.parse(
+  readFileSync(new URL('./env-schema.json', import.meta.url), 'utf8'),
+) as typeof EnvSchema;
 
 export class ConfigError extends Error {
   constructor(variable: string, problem: string, options?: ErrorOptions) {
@@ -89,12 +99,12 @@ let checkEnv: ValidateFunction | undefined;
 /** Parses and validates every variable of EnvSchema; throws the first problem as a ConfigError. */
 export function readEnv(env: RawEnv): Env {
   const values: Record<string, unknown> = {};
-  const properties: Record<string, TSchema> = EnvSchema.properties;
+  const properties: Record<string, TSchema> = envSchema.properties;
   for (const [name, schema] of Object.entries(properties)) {
     const value = decode(name, schema as VariableSchema, env);
     if (value !== undefined) values[name] = value;
   }
-  checkEnv ??= newAjv('json').compile(EnvSchema);
+  checkEnv ??= newAjv('json').compile(envSchema);
   const error = checkEnv(values) ? undefined : checkEnv.errors?.[0];
   if (error) {
     const name = error.instancePath.slice(1);

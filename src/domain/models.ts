@@ -1,42 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { type Static, Type } from 'typebox';
 import { newAjv } from '../lib/ajv.ts';
+import type { CatalogFile, CatalogModel } from '../schemas/model-catalog.ts';
 
 /** The catalog shipped with the code; SVC_MODELS_FILE replaces it with an operator's file. */
 export const SHIPPED_CATALOG_FILE = fileURLToPath(new URL('./models-catalog.json', import.meta.url));
 
-/** One entry of the catalog file: the spec's Model fields plus internal prices and the default flag. */
-const CatalogEntry = Type.Object(
-  {
-    id: Type.String({ format: 'uuid' }),
-    name: Type.String({ minLength: 1 }),
-    provider: Type.String({ minLength: 1 }),
-    routerModelId: Type.String({ pattern: '^[^/\\s]+/[^\\s]+$' }),
-    codingIndex: Type.Number({ minimum: 0, maximum: 100 }),
-    intelligenceIndex: Type.Number({ minimum: 0, maximum: 100 }),
-    contextLength: Type.Integer({ minimum: 1 }),
-    outputSpeed: Type.Number({ minimum: 0 }),
-    powerTier: Type.Integer({ minimum: 1, maximum: 5 }),
-    supportsInternetSearch: Type.Boolean(),
-    supportsToolCalling: Type.Boolean(),
-    /**
-     * Whether the model takes a JSON Schema for its answer (Chat Completions `response_format`
-     * `json_schema`); without it a task's outputSchema is asked for in the messages (internal).
-     */
-    supportsStructuredOutput: Type.Optional(Type.Boolean()),
-    /** Price of prompt tokens, in cents per million tokens (internal: used for run cost). */
-    inputCentsPerMillionTokens: Type.Number({ minimum: 0 }),
-    /** Price of completion tokens, in cents per million tokens (internal: used for run cost). */
-    outputCentsPerMillionTokens: Type.Number({ minimum: 0 }),
-    /** Exactly one entry is the default model of new tasks. */
-    default: Type.Optional(Type.Boolean()),
-  },
-  { additionalProperties: false },
-);
-const CatalogFile = Type.Array(CatalogEntry, { minItems: 1 });
-
-export type CatalogModel = Static<typeof CatalogEntry>;
+export type { CatalogModel } from '../schemas/model-catalog.ts';
 
 export interface ModelCatalog {
   /** Every model, in catalog order. */
@@ -47,8 +17,18 @@ export interface ModelCatalog {
   defaultModel: CatalogModel;
 }
 
+/**
+ * CatalogFile as JSON (models-catalog.schema.json, written from schemas/model-catalog.ts by
+ * `npm run schema-json`; test/schema-json.test.ts keeps the two equal): every process reads the
+ * catalog, and TypeBox's builders would add some 370 modules (about 10 MB) to a process that
+ * needs no other schema (docs/architecture.md, "Lazy roles").
+ */
+const catalogSchema = JSON.parse(
+  readFileSync(new URL('./models-catalog.schema.json', import.meta.url), 'utf8'),
+) as typeof CatalogFile;
+
 // The catalog is JSON, checked like a request body: types exact, every problem found.
-const validateCatalog = newAjv('json').compile<CatalogModel[]>(CatalogFile as object);
+const validateCatalog = newAjv('json').compile<CatalogModel[]>(catalogSchema);
 
 /** Why the parsed catalog is unusable, or undefined when it is fine. */
 function catalogProblem(data: unknown): string | undefined {

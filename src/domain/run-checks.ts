@@ -4,7 +4,7 @@
 import type { TaskRow } from '../db/sql/tasks.ts';
 import { AppError, type ErrorDetail } from '../lib/errors.ts';
 import { checkJsonSchema } from '../lib/json-schema-check.ts';
-import { OUTPUT_SCHEMA_MAX_BYTES, OUTPUT_SCHEMA_MAX_DEPTH } from '../schemas/run-checks.ts';
+import { OUTPUT_SCHEMA_MAX_BYTES, OUTPUT_SCHEMA_MAX_DEPTH } from '../schemas/bounds.ts';
 import type { Task, TaskCreateBody, TaskUpdateBody } from '../schemas/task.ts';
 
 export type RunCheckColumns = Pick<TaskRow, 'max_cost_cents_per_run' | 'output_schema' | 'required_tools'>;

@@ -11,19 +11,17 @@ import { type ErrorDetail, errors } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';
 import { isLoaderVariable, LOADER_VARIABLE_MESSAGE, notAllowedMessage } from '../lib/loader-variables.ts';
 import { insertWithUniqueSlug, slugify } from '../lib/slug.ts';
-import {
-  type AuthConfig,
-  type AuthConfigInput,
-  CREDENTIAL_KEYS,
-  type CredentialKey,
-  type McpTransport,
-  SECRET_MASK,
-  type Source,
-  type SourceConfig,
-  type SourceConfigInput,
-  type SourceCreateBody,
-  type SourceType,
-  type SourceUpdateBody,
+import { CREDENTIAL_KEYS, type CredentialKey, SECRET_MASK } from '../schemas/bounds.ts';
+import type {
+  AuthConfig,
+  AuthConfigInput,
+  McpTransport,
+  Source,
+  SourceConfig,
+  SourceConfigInput,
+  SourceCreateBody,
+  SourceType,
+  SourceUpdateBody,
 } from '../schemas/source.ts';
 import type { Deps } from './deps.ts';
 import { checkSourceTotals } from './org-caps.ts';

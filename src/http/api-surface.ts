@@ -21,9 +21,11 @@ import { statsRoutes } from './routes/stats.ts';
 import { taskRoutes } from './routes/tasks.ts';
 import type { App } from './types.ts';
 
+export { ErrorEnvelope } from '../schemas/common.ts';
 export { dashboard } from '../web/plugin.ts';
 export { installOpenApi, installOpenApiRoutes } from './plugins/openapi.ts';
 export { stripeWebhookRoutes } from './routes/billing.ts';
+export { healthSchemas } from './routes/health-schemas.ts';
 export { connectorCallbackRoutes } from './routes/source-connect.ts';
 
 type RouteModule = (scope: App, deps: Deps) => void;

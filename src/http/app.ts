@@ -2,7 +2,6 @@ import Fastify, { LogController } from 'fastify';
 import { Authenticator } from '../domain/authenticator.ts';
 import type { Deps } from '../domain/deps.ts';
 import { errors } from '../lib/errors.ts';
-import { ErrorEnvelope } from '../schemas/common.ts';
 import { capConnections, installJsonParser, serverBounds } from './connection.ts';
 import { adminScope, apiKeyScope, publicScope } from './plugins/auth.ts';
 import { installCompression } from './plugins/compression.ts';
@@ -112,13 +111,16 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   installObservability(app, deps);
   installSecurityHeaders(app);
   installCompression(app);
-  app.addSchema(ErrorEnvelope);
   // The API's routes, the OpenAPI document, the MCP server and the dashboard (with what they
-  // import: the Stripe SDK, swagger, markdown, the schemas) are loaded only by a process that
-  // serves them: a scheduler or worker process never loads that code, and its memory stays
-  // that much smaller (docs/architecture.md, "Lazy roles").
+  // import: the Stripe SDK, swagger, markdown, the schemas and TypeBox) are loaded only by a
+  // process that serves them: a scheduler or worker process never loads that code, and its
+  // memory stays that much smaller (docs/architecture.md, "Lazy roles"). Its routes have no
+  // schema, so nothing refers to the envelope's.
   const api = surface === 'full' ? await import('./api-surface.ts') : undefined;
-  if (api) await api.installOpenApi(app, deps.config.publicUrl);
+  if (api) {
+    app.addSchema(api.ErrorEnvelope);
+    await api.installOpenApi(app, deps.config.publicUrl);
+  }
 
   // Each level of authentication is a scope around its routes (plugins/auth.ts): a route is
   // guarded by where it is registered. Which scope a route belongs to is checked by
@@ -132,7 +134,7 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
   };
   await app.register(
     publicScope(async (scope) => {
-      healthRoutes(scope, deps);
+      healthRoutes(scope, deps, api?.healthSchemas);
       if (!api) return;
       await api.installOpenApiRoutes(scope, authenticator);
       api.stripeWebhookRoutes(scope, deps);

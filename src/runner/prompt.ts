@@ -15,7 +15,37 @@ const formatters = new Map<string, Intl.DateTimeFormat>();
  */
 const lastMinute = new Map<string, { minute: number; text: string }>();
 
+const WEEKDAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
+const MONTHS = [
+  'January',
+  'February',
+  'March',
+  'April',
+  'May',
+  'June',
+  'July',
+  'August',
+  'September',
+  'October',
+  'November',
+  'December',
+];
+const twoDigits = (n: number) => String(n).padStart(2, '0');
+
+/**
+ * What the formatter below writes for 'UTC', without it: the first Intl.DateTimeFormat of a
+ * process loads ICU's locale and zone data (about 15 ms and 9 MB of memory on the machine of
+ * docs/benchmarks.md), which a worker whose tasks keep the default zone never needs
+ * (test/prompt-time.test.ts holds the two to the same text).
+ */
+function utcDateTime(instant: Date): string {
+  const weekday = WEEKDAYS[instant.getUTCDay()] ?? '';
+  const month = MONTHS[instant.getUTCMonth()] ?? '';
+  return `${weekday}, ${instant.getUTCDate()} ${month} ${instant.getUTCFullYear()} at ${twoDigits(instant.getUTCHours())}:${twoDigits(instant.getUTCMinutes())} UTC`;
+}
+
 function localDateTime(instant: Date, timeZone: string): string {
+  if (timeZone === 'UTC') return utcDateTime(instant);
   const minute = Math.floor(instant.getTime() / 60_000);
   const last = lastMinute.get(timeZone);
   if (last?.minute === minute) return last.text;

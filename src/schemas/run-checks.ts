@@ -2,16 +2,14 @@
 // tools the model must have called. What the schema cannot say about an output schema (its
 // size, depth, references, whether it compiles) is checked by domain/run-checks.ts.
 import { Type } from 'typebox';
+import {
+  MAX_COST_CENTS_PER_RUN,
+  MAX_REQUIRED_TOOL_NAME,
+  MAX_REQUIRED_TOOLS,
+  OUTPUT_SCHEMA_MAX_BYTES,
+  OUTPUT_SCHEMA_MAX_DEPTH,
+} from './bounds.ts';
 import { Nullable } from './common.ts';
-
-/** The largest cost cap a task may set: 10,000 US dollars a run. */
-export const MAX_COST_CENTS_PER_RUN = 1_000_000;
-/** Bytes of a task's `outputSchema` as JSON (UTF-8, serialized compactly). */
-export const OUTPUT_SCHEMA_MAX_BYTES = 64 * 1024;
-/** Nesting of objects and arrays in a task's `outputSchema`. */
-export const OUTPUT_SCHEMA_MAX_DEPTH = 32;
-export const MAX_REQUIRED_TOOLS = 20;
-export const MAX_REQUIRED_TOOL_NAME = 128;
 
 const MaxCost = Type.Number({
   minimum: 0,

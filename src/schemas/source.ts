@@ -1,4 +1,5 @@
 import { type Static, Type } from 'typebox';
+import { SECRET_MASK } from './bounds.ts';
 import { DateTime, Nullable, StringEnum, Uuid } from './common.ts';
 import { HttpUrl, Slug } from './skill.ts';
 
@@ -16,12 +17,6 @@ export const AUTH_TYPES = [
   'api_key',
   'connector',
 ] as const;
-
-/** What a response shows in place of a secret; sending it back in a PATCH keeps the stored value. */
-export const SECRET_MASK = '********';
-/** The write-only credential keys of `authConfig` (sealed at rest, masked in responses). */
-export const CREDENTIAL_KEYS = ['token', 'username', 'password', 'apiKey'] as const;
-export type CredentialKey = (typeof CREDENTIAL_KEYS)[number];
 
 const Secret = Type.String({ maxLength: 4096 });
 const Url = (description: string) => Type.String({ format: 'uri', maxLength: 2048, description });

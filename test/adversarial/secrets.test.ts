@@ -18,7 +18,7 @@ import type { Db } from '../../src/db/db.ts';
 import { openPglite } from '../../src/db/pglite.ts';
 import { openPostgres } from '../../src/db/postgres.ts';
 import { signIn } from '../../src/domain/users.ts';
-import { SECRET_MASK } from '../../src/schemas/source.ts';
+import { SECRET_MASK } from '../../src/schemas/bounds.ts';
 import { createPostgresDatabase, seededDataDir, TEST_DATABASE_URL } from '../helpers/db.ts';
 import { freePort, startWebSocketMcpServer } from '../helpers/mcp-servers.ts';
 import type { ModelReply, ModelRequest, ModelServer } from '../helpers/model-server.ts';

@@ -26,12 +26,14 @@ export interface ServerProcess {
 /**
  * Runs the real entry point (`node src/main.ts`, what `npm start` runs) in a child process with
  * exactly the given environment (none of the test runner's), and waits until it listens.
+ * `nodeArgs` go before the entry point (an `--import` that watches what the process loads).
  */
 export async function startServerProcess(
   env: Record<string, string>,
   timeoutMs = 30_000,
+  nodeArgs: readonly string[] = [],
 ): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [MAIN], {
+  const child = spawn(process.execPath, [...nodeArgs, MAIN], {
     env: { ...childBaseEnv(), PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

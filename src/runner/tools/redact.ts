@@ -1,6 +1,6 @@
 // Messages about a source (failed connections, failed calls) go to run errors, test answers and
 // the model; none may show a secret of the source. These helpers blank them out.
-import { SECRET_MASK } from '../../schemas/source.ts';
+import { SECRET_MASK } from '../../schemas/bounds.ts';
 import type { SourceToConnect } from './types.ts';
 
 /** Values shorter than this are left alone: blanking them would garble ordinary words. */

@@ -14,12 +14,10 @@ import { createSource, deleteSource, getSource, listSources, updateSource } from
 import type { Viewer } from '../../domain/users.ts';
 import { AppError, type ErrorDetail, errors } from '../../lib/errors.ts';
 import { testSource } from '../../runner/source-test.ts';
+import { CREDENTIAL_KEYS, type CredentialKey, SECRET_MASK } from '../../schemas/bounds.ts';
 import {
   AUTH_TYPES,
-  CREDENTIAL_KEYS,
-  type CredentialKey,
   MCP_TRANSPORTS,
-  SECRET_MASK,
   SOURCE_TYPES,
   type Source,
   SourceCreateBody,
