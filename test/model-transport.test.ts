@@ -2,6 +2,7 @@
 // what the SDK reads of an answer (status, headers, the body as it streams) is what fetch would
 // give it, and an abort ends the request or the body's read the way fetch's does.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
@@ -167,5 +168,19 @@ describe('the model transport', () => {
     } finally {
       tls.close();
     }
+  });
+
+  test("a transport made when its worker starts has loaded what the first answer is made of, so the first run's call does not", () => {
+    // In a process of its own: this one has long loaded Node's fetch classes and web streams.
+    const script = `const { modelTransport } = await import(${JSON.stringify(new URL('../src/runner/model-transport.ts', import.meta.url).href)});
+      const loaded = () => ['internal/deps/undici/undici', 'internal/webstreams/adapters'].filter((m) => process.moduleLoadList.includes('NativeModule ' + m));
+      const before = loaded();
+      modelTransport();
+      console.log(JSON.stringify({ before, after: loaded() }));`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    assert.deepEqual(JSON.parse(out), {
+      before: [],
+      after: ['internal/deps/undici/undici', 'internal/webstreams/adapters'],
+    });
   });
 });

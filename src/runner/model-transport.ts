@@ -68,6 +68,7 @@ function abortError(signal: AbortSignal): unknown {
  * arrived (its usage included).
  */
 export function modelTransport(): Fetch {
+  loadAnswerClasses();
   // Taken with getBuiltinModule rather than an ESM import: importing node:http as a module reads
   // every one of its exports, whose lazy ones (WebSocket and others) load Node's fetch
   // implementation, TLS and HTTP/2 at start, about 1.5 MB of an idle worker's memory.
@@ -91,6 +92,19 @@ export function modelTransport(): Fetch {
     if (!via) throw new TypeError(`the model transport cannot reach ${url.protocol} URLs`);
     return send(url, via, init);
   };
+}
+
+/**
+ * Loads now the classes the first answer is made of: Node loads its fetch classes (Headers,
+ * Response: undici's) and web streams at their first use, which would otherwise be the first
+ * run's model call, on its way to the provider (about 30 ms measured: docs/benchmarks.md,
+ * "Peers"), for memory that call takes anyway (about 2.5 MB). A client is made when its worker
+ * starts (runner/model-client.ts).
+ */
+function loadAnswerClasses(): void {
+  void new Response(Readable.toWeb(Readable.from([])) as ReadableStream<Uint8Array>, {
+    headers: new Headers(),
+  });
 }
 
 /** One request over `via`, answered when the answer's head has arrived. */
