@@ -10,7 +10,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
-import { capResponse, tooLargeIn } from '../src/runner/capped-response.ts';
+import { tooLargeIn } from '../src/runner/capped-response.ts';
 import { modelTransport } from '../src/runner/model-transport.ts';
 
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse, body: string) => void;
@@ -19,7 +19,11 @@ describe('the model transport', () => {
   let server: http.Server;
   let base: string;
   let handler: Handler = (_req, res) => res.end();
-  const fetch = modelTransport();
+  const MAX_BODY = 1024 * 1024;
+  const fetch = modelTransport({ maxBodyBytes: MAX_BODY });
+  /** The body's chunks as the SDK reads them: the answer's body is an async iterable of bytes. */
+  const chunksOf = (res: Response) =>
+    (res.body as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
 
   before(async () => {
     server = http.createServer(async (req, res) => {
@@ -54,14 +58,16 @@ describe('the model transport', () => {
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('content-type'), 'text/event-stream');
     assert.deepEqual(res.headers.getSetCookie(), ['a=1', 'b=2']);
-    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    const first = await reader.read();
+    assert.equal(res.ok, true);
+    assert.equal(res.url, `${base}/v1/chat`);
+    const reader = chunksOf(res);
+    const first = await reader.next();
     // The first event arrived before the server sent the rest.
     assert.equal(new TextDecoder().decode(first.value), 'data: POST k1 {"q":1}\n\n');
     release();
-    const rest = await reader.read();
+    const rest = await reader.next();
     assert.equal(new TextDecoder().decode(rest.value), 'data: [DONE]\n\n');
-    assert.equal((await reader.read()).done, true);
+    assert.equal((await reader.next()).done, true);
   });
 
   test("an error's status, headers and body reach the reader, and connections are kept for the next call", async () => {
@@ -101,12 +107,32 @@ describe('the model transport', () => {
       res.writeHead(200, { 'content-encoding': 'gzip' });
       res.end(gzipSync(Buffer.alloc(8 * 1024 * 1024, 0x61)));
     };
-    const capped = capResponse(await fetch(`${base}/`), 1024 * 1024);
-    const err = await capped.text().then(
+    const err = await (await fetch(`${base}/`)).text().then(
       () => undefined,
       (e: unknown) => e,
     );
-    assert.equal(tooLargeIn(err)?.maxBytes, 1024 * 1024);
+    assert.equal(tooLargeIn(err)?.maxBytes, MAX_BODY);
+  });
+
+  test('an event stream is bounded per event: any number of events pass, one event past the bound ends the transfer', async () => {
+    const event = `data: ${'x'.repeat(64 * 1024)}\n\n`;
+    let closed: Promise<void> = Promise.resolve();
+    handler = (req, res) => {
+      closed = new Promise((resolve) => req.socket.once('close', () => resolve()));
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      // 2 MiB of events in all, each of 64 KiB: within the bound of 1 MiB per event.
+      for (let i = 0; i < 32; i++) res.write(event);
+      if (req.url === '/long') res.write(`data: ${'y'.repeat(MAX_BODY)}`);
+      else res.end();
+    };
+    assert.equal((await (await fetch(`${base}/`)).text()).length, 32 * event.length);
+    const err = await (await fetch(`${base}/long`)).text().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.match(String(tooLargeIn(err)?.message), /^one event of the answer was larger than 1 MiB$/);
+    // The server never ended that answer: the transport closed its connection.
+    await closed;
   });
 
   test('an abort before the answer rejects with an AbortError and closes the connection', async () => {
@@ -130,10 +156,10 @@ describe('the model transport', () => {
     };
     const controller = new AbortController();
     const res = await fetch(`${base}/`, { signal: controller.signal });
-    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    assert.equal(new TextDecoder().decode((await reader.read()).value), 'data: first\n\n');
+    const reader = chunksOf(res);
+    assert.equal(new TextDecoder().decode((await reader.next()).value), 'data: first\n\n');
     controller.abort();
-    await assert.rejects(reader.read(), { name: 'AbortError' });
+    await assert.rejects(reader.next(), { name: 'AbortError' });
   });
 
   test('an unreachable provider, a URL it cannot reach and a body it does not send are refused', async () => {
@@ -170,17 +196,17 @@ describe('the model transport', () => {
     }
   });
 
-  test("a transport made when its worker starts has loaded what the first answer is made of, so the first run's call does not", () => {
-    // In a process of its own: this one has long loaded Node's fetch classes and web streams.
+  test("a transport made when its worker starts has loaded the headers class every call uses, so the first run's call does not load it", () => {
+    // In a process of its own: this one has long loaded Node's fetch classes.
     const script = `const { modelTransport } = await import(${JSON.stringify(new URL('../src/runner/model-transport.ts', import.meta.url).href)});
-      const loaded = () => ['internal/deps/undici/undici', 'internal/webstreams/adapters'].filter((m) => process.moduleLoadList.includes('NativeModule ' + m));
+      const loaded = () => ['internal/deps/undici/undici'].filter((m) => process.moduleLoadList.includes('NativeModule ' + m));
       const before = loaded();
-      modelTransport();
+      modelTransport({ maxBodyBytes: 1024 });
       console.log(JSON.stringify({ before, after: loaded() }));`;
     const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
     assert.deepEqual(JSON.parse(out), {
       before: [],
-      after: ['internal/deps/undici/undici', 'internal/webstreams/adapters'],
+      after: ['internal/deps/undici/undici'],
     });
   });
 });

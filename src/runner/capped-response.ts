@@ -30,6 +30,44 @@ export function tooLargeIn(err: unknown): ResponseTooLargeError | undefined {
 const LF = 0x0a;
 const CR = 0x0d;
 
+/** Whether an answer of `contentType` is an event stream (bounded per event, not in all). */
+export function isEventStream(contentType: string | null | undefined): boolean {
+  return /^text\/event-stream\b/i.test(contentType ?? '');
+}
+
+/**
+ * A counter of a body's bytes against `maxBytes`: in all for an ordinary body, per event for an
+ * event stream (the bytes since the last blank line: "\n\n", "\r\n\r\n" or "\r\r", which may
+ * span two chunks). Each call counts the next chunk and says whether the bound still holds.
+ */
+export function byteBound(maxBytes: number, perEvent: boolean): (chunk: Uint8Array) => boolean {
+  let size = 0;
+  // The last bytes of the previous chunk.
+  let prev1 = -1;
+  let prev2 = -1;
+  return (chunk) => {
+    if (!perEvent) {
+      size += chunk.length;
+      return size <= maxBytes;
+    }
+    for (let i = 0; i < chunk.length; i++) {
+      const b = chunk[i] as number;
+      const boundary =
+        (b === LF && (prev1 === LF || (prev1 === CR && prev2 === LF))) || (b === CR && prev1 === CR);
+      size = boundary ? 0 : size + 1;
+      prev2 = prev1;
+      prev1 = b;
+      if (size > maxBytes) return false;
+    }
+    return true;
+  };
+}
+
+/** The error of a body past its bound. */
+export function tooLargeError(perEvent: boolean, maxBytes: number): ResponseTooLargeError {
+  return new ResponseTooLargeError(perEvent ? 'one event of the answer' : 'the answer', maxBytes);
+}
+
 /**
  * The response with a body that errors once it exceeds `maxBytes`: in all for an ordinary body,
  * per event for an event stream (a long-lived stream may carry any number of events, each
@@ -48,30 +86,9 @@ export function capResponse(
 ): Response {
   // These statuses cannot be rebuilt with a body, and carry none that matters.
   if (!response.body || [101, 204, 205, 304].includes(response.status)) return response;
-  const perEvent = /^text\/event-stream\b/i.test(response.headers.get('content-type') ?? '');
+  const perEvent = isEventStream(response.headers.get('content-type'));
   const reader = response.body.getReader();
-  let size = 0;
-  // The last bytes of the previous chunk: an event boundary (a blank line) may span two chunks.
-  let prev1 = -1;
-  let prev2 = -1;
-  /** Counts `chunk`; whether the bound still holds. */
-  const within = (chunk: Uint8Array): boolean => {
-    if (!perEvent) {
-      size += chunk.length;
-      return size <= maxBytes;
-    }
-    // Bytes since the last blank line ("\n\n", "\r\n\r\n" or "\r\r").
-    for (let i = 0; i < chunk.length; i++) {
-      const b = chunk[i] as number;
-      const boundary =
-        (b === LF && (prev1 === LF || (prev1 === CR && prev2 === LF))) || (b === CR && prev1 === CR);
-      size = boundary ? 0 : size + 1;
-      prev2 = prev1;
-      prev1 = b;
-      if (size > maxBytes) return false;
-    }
-    return true;
-  };
+  const within = byteBound(maxBytes, perEvent);
   const body = new ReadableStream<Uint8Array>(
     {
       // A read of the source that fails (the connection lost, the request aborted) rejects
@@ -80,7 +97,7 @@ export function capResponse(
         const { done, value } = await reader.read();
         if (done) return controller.close();
         if (within(value)) return controller.enqueue(value);
-        const err = new ResponseTooLargeError(perEvent ? 'one event of the answer' : 'the answer', maxBytes);
+        const err = tooLargeError(perEvent, maxBytes);
         onLimit?.(err);
         controller.error(err);
         // The rest of the transfer is not wanted.

@@ -15,7 +15,7 @@ import type {
 } from 'openai/resources/chat/completions';
 import type { ResponseFormatJSONSchema } from 'openai/resources/shared';
 import type { Config } from '../config.ts';
-import { capResponse, formatBytes, tooLargeIn } from './capped-response.ts';
+import { formatBytes, tooLargeIn } from './capped-response.ts';
 import { AnswerBuilder, type AnswerLimit, modelEventBytes, type WireUsage } from './model-answer.ts';
 import { modelTransport } from './model-transport.ts';
 
@@ -105,15 +105,13 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
 /** The model client of the configuration; undefined when no provider key is configured. */
 export function createModelClient(config: Config['model']): ModelClient | undefined {
   if (!config.apiKey) return undefined;
-  const transport = modelTransport();
   const client = new OpenAI({
     apiKey: config.apiKey,
     baseURL: config.baseUrl,
     maxRetries: MODEL_MAX_RETRIES,
     timeout: config.requestTimeoutMs,
     // Every answer is read through the byte bound, so no single line of it can grow unbounded.
-    fetch: async (url, init) =>
-      capResponse(await transport(url, init), modelEventBytes(config.maxOutputChars)),
+    fetch: modelTransport({ maxBodyBytes: modelEventBytes(config.maxOutputChars) }),
   });
 
   return {

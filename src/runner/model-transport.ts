@@ -10,14 +10,20 @@
 // cookies and no Accept-Encoding (an answer compressed anyway is decompressed: the byte bound
 // applies to what is read, capped-response.ts). It takes what the SDK sends for a chat
 // completion: a string or byte body, or none; any other body is refused with a clear error.
+//
+// Its answer is not a Response but what the SDK reads of one (ModelAnswer below): a Response's
+// body is a web stream, and one made over the socket's Node stream, then one more for the byte
+// bound, cost the worker about a tenth of its CPU per run (peers bench driver, instant model,
+// concurrency 32, 3,000 runs, 3 alternated pairs: 0.79/0.79/1.03 ms against 0.88/1.13/1.15).
 import type http from 'node:http';
 import type https from 'node:https';
-import { pipeline, Readable } from 'node:stream';
+import { pipeline, type Readable } from 'node:stream';
 import type Zlib from 'node:zlib';
+import { byteBound, isEventStream, tooLargeError } from './capped-response.ts';
 
 type Fetch = (url: string | URL | Request, init?: RequestInit) => Promise<Response>;
 
-/** Statuses whose answer has no body (a Response refuses one). */
+/** Statuses whose answer has no body. */
 const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
 
 /** The decoder of an answer's Content-Encoding; undefined: none, or one this does not decode. */
@@ -62,12 +68,80 @@ function abortError(signal: AbortSignal): unknown {
 }
 
 /**
+ * The body of an answer as it is read: its chunks, counted against the bound (per event for an
+ * event stream, in all otherwise); past it the transfer is ended and the read fails with a
+ * ResponseTooLargeError. A reader that stops early (the SDK cancelling a body it does not
+ * want) ends the transfer too: returning from the iteration destroys the stream.
+ */
+async function* boundedBody(
+  source: Readable,
+  maxBytes: number,
+  perEvent: boolean,
+): AsyncGenerator<Uint8Array> {
+  const within = byteBound(maxBytes, perEvent);
+  for await (const chunk of source as AsyncIterable<Uint8Array>) {
+    if (!within(chunk)) {
+      const err = tooLargeError(perEvent, maxBytes);
+      source.destroy(err);
+      throw err;
+    }
+    yield chunk;
+  }
+}
+
+/**
+ * An answer as the `openai` SDK reads one (its internal/shims.mjs and parse.mjs): `ok`,
+ * `status`, `statusText`, `url`, `headers`, and `body` as an async iterable of bytes, which it
+ * iterates as it is; `text()` and `json()` read the whole body (an error's). Not a Response:
+ * see the head of this file. test/model-client.test.ts reads answers of every kind through the
+ * SDK with it.
+ */
+class ModelAnswer {
+  readonly ok: boolean;
+  readonly status: number;
+  readonly statusText: string;
+  readonly url: string;
+  readonly headers: Headers;
+  readonly body: AsyncIterable<Uint8Array> | null;
+
+  constructor(res: http.IncomingMessage, url: URL, maxBytes: number) {
+    this.status = res.statusCode ?? 0;
+    this.ok = this.status >= 200 && this.status <= 299;
+    this.statusText = res.statusMessage ?? '';
+    this.url = url.href;
+    this.headers = headersOf(res);
+    if (NULL_BODY_STATUS.has(this.status)) {
+      res.resume();
+      this.body = null;
+    } else {
+      const perEvent = isEventStream(this.headers.get('content-type'));
+      this.body = boundedBody(decompressed(res), maxBytes, perEvent);
+    }
+  }
+
+  async text(): Promise<string> {
+    const parts: Uint8Array[] = [];
+    if (this.body) for await (const chunk of this.body) parts.push(chunk);
+    return Buffer.concat(parts).toString('utf8');
+  }
+
+  async json(): Promise<unknown> {
+    return JSON.parse(await this.text());
+  }
+}
+
+export interface ModelTransportOptions {
+  /** The bound of an answer's body: per event for an event stream, in all otherwise (capped-response.ts). */
+  maxBodyBytes: number;
+}
+
+/**
  * A fetch for model calls, with its own keep-alive connections (one pool per client, as many
  * sockets as calls in flight). An abort ends the request, or the answer's body mid-read, with
  * an `AbortError`, as fetch does: the SDK then ends a streamed answer quietly, keeping what
  * arrived (its usage included).
  */
-export function modelTransport(): Fetch {
+export function modelTransport(o: ModelTransportOptions): Fetch {
   loadAnswerClasses();
   // Taken with getBuiltinModule rather than an ESM import: importing node:http as a module reads
   // every one of its exports, whose lazy ones (WebSocket and others) load Node's fetch
@@ -90,21 +164,19 @@ export function modelTransport(): Fetch {
     const url = new URL(input instanceof Request ? input.url : String(input));
     const via = connection(url.protocol);
     if (!via) throw new TypeError(`the model transport cannot reach ${url.protocol} URLs`);
-    return send(url, via, init);
+    return send(url, via, init, o.maxBodyBytes);
   };
 }
 
 /**
- * Loads now the classes the first answer is made of: Node loads its fetch classes (Headers,
- * Response: undici's) and web streams at their first use, which would otherwise be the first
- * run's model call, on its way to the provider (about 30 ms measured: docs/benchmarks.md,
- * "Peers"), for memory that call takes anyway (about 2.5 MB). A client is made when its worker
- * starts (runner/model-client.ts).
+ * Loads now the class every request and answer has its headers in: Node loads its fetch
+ * classes (undici's Headers) at their first use, which would otherwise be the first run's model
+ * call, on its way to the provider (about 30 ms measured: docs/architecture.md, "Lazy roles"),
+ * for memory that call takes anyway. A client is made when its worker starts
+ * (runner/model-client.ts).
  */
 function loadAnswerClasses(): void {
-  void new Response(Readable.toWeb(Readable.from([])) as ReadableStream<Uint8Array>, {
-    headers: new Headers(),
-  });
+  void new Headers();
 }
 
 /** One request over `via`, answered when the answer's head has arrived. */
@@ -112,6 +184,7 @@ function send(
   url: URL,
   via: { client: typeof http | typeof https; agent: http.Agent },
   init: RequestInit | undefined,
+  maxBodyBytes: number,
 ): Promise<Response> {
   return new Promise<Response>((resolve, reject) => {
     const signal = init?.signal ?? undefined;
@@ -123,7 +196,9 @@ function send(
       return reject(err);
     }
     const headers: Record<string, string> = {};
-    new Headers(init?.headers).forEach((value, name) => {
+    // The SDK sends a Headers already: read as it is, not copied into another.
+    const given = init?.headers;
+    (given instanceof Headers ? given : new Headers(given)).forEach((value, name) => {
       headers[name] = value;
     });
     const req = via.client.request(url, { method: init?.method ?? 'GET', headers, agent: via.agent });
@@ -145,19 +220,14 @@ function send(
       answer = res;
       res.on('close', done);
       const status = res.statusCode ?? 0;
-      try {
-        if (NULL_BODY_STATUS.has(status)) {
-          res.resume();
-          resolve(new Response(null, { status, statusText: res.statusMessage, headers: headersOf(res) }));
-          return;
-        }
-        const stream = Readable.toWeb(decompressed(res)) as ReadableStream<Uint8Array>;
-        resolve(new Response(stream, { status, statusText: res.statusMessage, headers: headersOf(res) }));
-      } catch (err) {
-        // A status a Response cannot carry (under 200 or over 599): no usable answer.
+      if (status < 200 || status > 599) {
+        // A status fetch would not answer with (an informational one): no usable answer.
         res.destroy();
-        reject(new TypeError(`the model provider answered with HTTP status ${status}`, { cause: err }));
+        reject(new TypeError(`the model provider answered with HTTP status ${status}`));
+        return;
       }
+      // What the SDK reads of a Response, and all it reads (ModelAnswer).
+      resolve(new ModelAnswer(res, url, maxBodyBytes) as unknown as Response);
     });
     req.end(body);
   });
