@@ -135,6 +135,23 @@ describe('the model transport', () => {
     await closed;
   });
 
+  test('a body given up, before any of it is read or after a part, ends its transfer', async () => {
+    for (const readFirst of [false, true]) {
+      let closed: Promise<void> = Promise.resolve();
+      handler = (req, res) => {
+        closed = new Promise((resolve) => req.socket.once('close', () => resolve()));
+        // An answer that never ends: only its reader giving it up ends the transfer.
+        res.writeHead(503, { 'content-type': 'text/event-stream' });
+        res.write('data: busy\n\n');
+      };
+      const res = await fetch(`${base}/`, { method: 'POST', body: '{}' });
+      const reader = chunksOf(res);
+      if (readFirst) assert.equal(new TextDecoder().decode((await reader.next()).value), 'data: busy\n\n');
+      assert.deepEqual(await reader.return?.(), { done: true, value: undefined });
+      await closed;
+    }
+  });
+
   test('an abort before the answer rejects with an AbortError and closes the connection', async () => {
     const closed = new Promise<void>((resolve) => {
       handler = (req) => req.socket.once('close', () => resolve());

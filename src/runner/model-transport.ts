@@ -67,13 +67,8 @@ function abortError(signal: AbortSignal): unknown {
     : new DOMException('This operation was aborted', 'AbortError');
 }
 
-/**
- * The body of an answer as it is read: its chunks, counted against the bound (per event for an
- * event stream, in all otherwise); past it the transfer is ended and the read fails with a
- * ResponseTooLargeError. A reader that stops early (the SDK cancelling a body it does not
- * want) ends the transfer too: returning from the iteration destroys the stream.
- */
-async function* boundedBody(
+/** The chunks of `source`, counted against the bound; past it the transfer is ended. */
+async function* boundedChunks(
   source: Readable,
   maxBytes: number,
   perEvent: boolean,
@@ -87,6 +82,31 @@ async function* boundedBody(
     }
     yield chunk;
   }
+}
+
+/**
+ * The body of an answer as it is read: its chunks, counted against the bound (per event for an
+ * event stream, in all otherwise); past it the transfer is ended and the read fails with a
+ * ResponseTooLargeError. A body given up (`return()`: a reader that stops early, or the SDK
+ * cancelling the body of an answer it retries, maybe before reading any of it) ends the
+ * transfer too, so its connection is not left holding an unread answer.
+ */
+function boundedBody(
+  source: Readable,
+  maxBytes: number,
+  perEvent: boolean,
+): AsyncIterableIterator<Uint8Array> {
+  const chunks = boundedChunks(source, maxBytes, perEvent);
+  return {
+    next: () => chunks.next(),
+    return: async () => {
+      source.destroy();
+      return chunks.return(undefined);
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
 }
 
 /**
