@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { timeContext } from '../src/runner/prompt.ts';
+import { TIME_CONTEXT_FORMAT, TIME_CONTEXT_LOCALE, timeContext } from '../src/runner/prompt.ts';
 
 test('the time context gives the minute in the task zone, run after run, and moves on with the clock', () => {
   const at = (iso: string) => timeContext('Asia/Kathmandu', new Date(iso), null).split('\n')[0];
@@ -21,18 +21,9 @@ test('the time context gives the minute in the task zone, run after run, and mov
 });
 
 test('the default zone reads as Intl would write it, for any minute of four centuries', () => {
-  // The UTC text is written without Intl (src/runner/prompt.ts); Intl's en-GB text is the reference.
-  const intl = new Intl.DateTimeFormat('en-GB', {
-    timeZone: 'UTC',
-    weekday: 'long',
-    year: 'numeric',
-    month: 'long',
-    day: 'numeric',
-    hour: '2-digit',
-    minute: '2-digit',
-    hourCycle: 'h23',
-    timeZoneName: 'short',
-  });
+  // The UTC text is written without Intl (src/runner/prompt.ts); what Intl writes with the format
+  // of every other zone is the reference.
+  const intl = new Intl.DateTimeFormat(TIME_CONTEXT_LOCALE, { ...TIME_CONTEXT_FORMAT, timeZone: 'UTC' });
   fc.assert(
     fc.property(
       fc.integer({ min: Date.UTC(1900, 0, 1), max: Date.UTC(2300, 0, 1) }),

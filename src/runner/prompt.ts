@@ -15,6 +15,19 @@ const formatters = new Map<string, Intl.DateTimeFormat>();
  */
 const lastMinute = new Map<string, { minute: number; text: string }>();
 
+/** How the time context writes an instant in a zone, by Intl (any zone but 'UTC'). */
+export const TIME_CONTEXT_LOCALE = 'en-GB';
+export const TIME_CONTEXT_FORMAT: Intl.DateTimeFormatOptions = {
+  weekday: 'long',
+  year: 'numeric',
+  month: 'long',
+  day: 'numeric',
+  hour: '2-digit',
+  minute: '2-digit',
+  hourCycle: 'h23',
+  timeZoneName: 'short',
+};
+
 const WEEKDAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
 const MONTHS = [
   'January',
@@ -51,17 +64,7 @@ function localDateTime(instant: Date, timeZone: string): string {
   if (last?.minute === minute) return last.text;
   let format = formatters.get(timeZone);
   if (!format) {
-    format = new Intl.DateTimeFormat('en-GB', {
-      timeZone,
-      weekday: 'long',
-      year: 'numeric',
-      month: 'long',
-      day: 'numeric',
-      hour: '2-digit',
-      minute: '2-digit',
-      hourCycle: 'h23',
-      timeZoneName: 'short',
-    });
+    format = new Intl.DateTimeFormat(TIME_CONTEXT_LOCALE, { ...TIME_CONTEXT_FORMAT, timeZone });
     formatters.set(timeZone, format);
   }
   const text = format.format(instant);
