@@ -14,7 +14,7 @@
 // Its answer is not a Response but what the SDK reads of one (ModelAnswer below): a Response's
 // body is a web stream, and one made over the socket's Node stream, then one more for the byte
 // bound, cost the worker about a tenth of its CPU per run (peers bench driver, instant model,
-// concurrency 32, 3,000 runs, 3 alternated pairs: 0.79/0.79/1.03 ms against 0.88/1.13/1.15).
+// concurrency 32, 3,000 runs, 3 alternated pairs: 0.87/0.98/1.00 ms against 1.05/1.15/1.06).
 import type http from 'node:http';
 import type https from 'node:https';
 import { pipeline, type Readable } from 'node:stream';
@@ -113,8 +113,9 @@ function boundedBody(
  * An answer as the `openai` SDK reads one (its internal/shims.mjs and parse.mjs): `ok`,
  * `status`, `statusText`, `url`, `headers`, and `body` as an async iterable of bytes, which it
  * iterates as it is; `text()` and `json()` read the whole body (an error's). Not a Response:
- * see the head of this file. test/model-client.test.ts reads answers of every kind through the
- * SDK with it.
+ * see the head of this file. The run tests read answers of every kind through the SDK with it
+ * (test/run-execution.test.ts; retried errors in test/worker.test.ts, bounds in
+ * test/adversarial/output-bounds.test.ts).
  */
 class ModelAnswer {
   readonly ok: boolean;
