@@ -76,8 +76,11 @@ export function tooLargeError(perEvent: boolean, maxBytes: number): ResponseTooL
  * The body is a stream that reads the original one chunk at a time as it is read itself (no
  * buffering ahead: the reader's pace is the transfer's). Not `pipeThrough` a TransformStream:
  * setting up a pipe (a writable side, a transform, the pipe's own promises) cost the worker
- * about 50 µs per model answer, measured with the peers bench's throughput driver (CPU
- * profile of the worker at concurrency 8: 3.3% of its busy time in this function).
+ * about 50 µs per model answer when model answers were bounded here, measured with the peers
+ * bench's throughput driver (CPU profile of the worker at concurrency 8: 3.3% of its busy time
+ * in this function). Model answers are now bounded on the socket's stream, without a web
+ * stream (model-transport.ts, with byteBound); MCP and OAuth answers, which come from fetch,
+ * here.
  */
 export function capResponse(
   response: Response,

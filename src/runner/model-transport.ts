@@ -163,7 +163,7 @@ export interface ModelTransportOptions {
  * arrived (its usage included).
  */
 export function modelTransport(o: ModelTransportOptions): Fetch {
-  loadAnswerClasses();
+  loadHeadersClass();
   // Taken with getBuiltinModule rather than an ESM import: importing node:http as a module reads
   // every one of its exports, whose lazy ones (WebSocket and others) load Node's fetch
   // implementation, TLS and HTTP/2 at start, about 1.5 MB of an idle worker's memory.
@@ -196,7 +196,7 @@ export function modelTransport(o: ModelTransportOptions): Fetch {
  * for memory that call takes anyway. A client is made when its worker starts
  * (runner/model-client.ts).
  */
-function loadAnswerClasses(): void {
+function loadHeadersClass(): void {
   void new Headers();
 }
 
