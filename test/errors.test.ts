@@ -142,4 +142,27 @@ describe('error envelope', () => {
     });
     assert.match(String(unsafe.headers['x-request-id']), /^[0-9a-f-]{36}$/);
   });
+
+  test('each request writes one access line: its id, method, route, path without query, status, time and organization, never its key', async () => {
+    const res = await fx.svc.call({
+      method: 'GET',
+      url: `/api/svc/tasks?organizationId=${fx.org.organizationId}&limit=5`,
+      key: fx.org.apiKey,
+      headers: { 'x-request-id': 'access-line-1' },
+    });
+    assert.equal(res.status, 200);
+    const lines = fx.svc.logs
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.reqId === 'access-line-1' && l.msg === 'request');
+    assert.equal(lines.length, 1);
+    const line = lines[0] ?? {};
+    assert.equal(line.level, 30);
+    assert.equal(line.method, 'GET');
+    assert.equal(line.route, '/api/svc/tasks');
+    assert.equal(line.url, '/api/svc/tasks');
+    assert.equal(line.status, 200);
+    assert.equal(line.org, fx.org.organizationId);
+    assert.equal(typeof line.ms, 'number');
+    assert.ok(!fx.svc.logs.some((l) => l.includes(fx.org.apiKey)), 'the API key is in no log line');
+  });
 });

@@ -94,18 +94,31 @@ function typeParser(oid: number, format?: string) {
  * (the queue's claims, with their LIMITs and skewed backlogs) start with PLAN_EACH_TIME and are
  * sent unprepared, planned for the values of each execution.
  */
-const statementNames = new Map<string, string>();
 function statementName(sql: string): string | undefined {
   if (sql.startsWith(PLAN_EACH_TIME)) return undefined;
-  let name = statementNames.get(sql);
-  if (!name) {
-    name = `svc_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
-    statementNames.set(sql, name);
-  }
-  return name;
+  return `svc_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
 }
 
 const TYPES = { getTypeParser: typeParser };
+
+/**
+ * What the driver is given for a statement, made once per text. The driver copies the object it
+ * is given at every call (`Object.getOwnPropertyDescriptors` onto an object of the same
+ * prototype), which cost 2.3-2.5 µs a call with the five fields as own properties against 0.2
+ * µs with none (measured: 10^6 driver queries built in a loop): so the fields are the
+ * prototype's, the object given has no property of its own, and the parameters go as the
+ * driver's `values` argument. A driver that stopped keeping the prototype would send no text
+ * and every statement would fail, not run something else.
+ */
+const statementConfigs = new Map<string, object>();
+function statementConfig(sql: string): object {
+  let config = statementConfigs.get(sql);
+  if (!config) {
+    config = Object.create({ name: statementName(sql), text: sql, types: TYPES, rowMode: 'array' }) as object;
+    statementConfigs.set(sql, config);
+  }
+  return config;
+}
 
 interface DriverResult {
   rowAsArray: boolean;
@@ -173,14 +186,10 @@ function rowMaker(sql: string, fields: readonly { name: string }[]): RowMaker {
 function wrap(client: pg.Pool | pg.PoolClient): Queryable {
   return {
     async query<R>(sql: string, params: readonly unknown[] = []) {
-      const name = statementName(sql);
-      const res = await client.query<unknown[]>({
-        name,
-        text: sql,
-        values: params as unknown[],
-        types: TYPES,
-        rowMode: 'array',
-      });
+      const res = (await client.query(
+        statementConfig(sql) as pg.QueryArrayConfig,
+        params as unknown[],
+      )) as pg.QueryArrayResult<unknown[]>;
       if (res.rows.length === 0) return [];
       const make = rowMaker(sql, res.fields);
       return res.rows.map(make) as R[];
