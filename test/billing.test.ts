@@ -401,7 +401,9 @@ describe('plan limits', () => {
 
     // A crash after sending, before it was marked: the report goes again and Stripe refuses
     // the known identifier; it is then marked sent, and counted once. The reporter that sent it
-    // has settled it (and let go of its lease) before the crash is staged.
+    // has settled it (and let go of its lease) before the crash is staged, and its loop is
+    // stopped first: a pass of it still going after that settle would take the staged report
+    // itself, and the send below would find it leased.
     const { db } = svc.service.deps;
     await waitFor('the report marked sent', async () => {
       const [sent] = await db.query<{ unsent: number }>(
@@ -410,6 +412,7 @@ describe('plan limits', () => {
       );
       return sent?.unsent === 0 ? true : undefined;
     });
+    await svc.service.usageReporter?.stop();
     await db.query('UPDATE meter_reports SET sent_at = NULL WHERE organization_id = $1', [
       org.organizationId,
     ]);
