@@ -8,6 +8,7 @@ import { installCompression } from './plugins/compression.ts';
 import { installErrorHandling, sendError, toAppError } from './plugins/errors.ts';
 import { installObservability, requestId } from './plugins/observability.ts';
 import { installSecurityHeaders } from './plugins/security-headers.ts';
+import { buildSerializer } from './plugins/serialization.ts';
 import { installValidators } from './plugins/validation.ts';
 import { healthRoutes } from './routes/health.ts';
 import type { App } from './types.ts';
@@ -60,6 +61,8 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: (req) => requestId(req.headers['x-request-id']),
     bodyLimit: BODY_LIMIT_BYTES,
+    // Answers are written from schemas whose nullable scalars are type lists (plugins/serialization.ts).
+    schemaController: { compilersFactory: { buildSerializer } },
     ...serverBounds(deps.config.http),
     // X-Forwarded-For is believed for exactly the configured number of proxy hops.
     trustProxy: (_address: string, hop: number) => hop < deps.config.trustProxyHops,
