@@ -75,8 +75,11 @@ export const buildSerializer: SerializerFactory = (externalSchemas, serializerOp
   return ({ schema }) => {
     const own = schema as SchemaNode;
     // As the default factory does: a schema given by its own $id is not also an external one.
-    const schemas = typeof own.$id === 'string' && own.$id in external ? { ...external } : external;
-    if (schemas !== external) delete schemas[own.$id as string];
+    let schemas = external;
+    if (typeof own.$id === 'string' && own.$id in external) {
+      schemas = { ...external };
+      delete schemas[own.$id];
+    }
     const options = { ...(serializerOptions as Options), schema: schemas } as Options;
     return fastJsonStringify(serializationSchema(own) as Parameters<typeof fastJsonStringify>[0], options);
   };
