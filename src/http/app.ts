@@ -10,6 +10,7 @@ import { installObservability, requestId } from './plugins/observability.ts';
 import { installSecurityHeaders } from './plugins/security-headers.ts';
 import { buildSerializer } from './plugins/serialization.ts';
 import { installValidators } from './plugins/validation.ts';
+import { lazyRequestLogger } from './request-logger.ts';
 import { healthRoutes } from './routes/health.ts';
 import type { App } from './types.ts';
 
@@ -59,6 +60,8 @@ export async function buildApp(deps: Deps, surface: AppSurface = 'full'): Promis
     loggerInstance: deps.log,
     // One line per request is written by the observability hook instead.
     logController: new LogController({ disableRequestLogging: true }),
+    // request.log is made when a request first logs (http/request-logger.ts).
+    childLoggerFactory: lazyRequestLogger,
     genReqId: (req) => requestId(req.headers['x-request-id']),
     bodyLimit: BODY_LIMIT_BYTES,
     // Answers are written from schemas whose nullable scalars are type lists (plugins/serialization.ts).

@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { RequestMetrics } from './request-metrics.ts';
 
 /**
  * prom-client's totals of active handles, requests and resources: gauges whose names end in
@@ -21,21 +22,12 @@ export function createMetrics() {
   // which the common Node.js dashboards query.
   collectDefaultMetrics({ register: registry });
   for (const name of GAUGES_NAMED_AS_COUNTERS) registry.removeSingleMetric(name);
+  const http = new RequestMetrics();
+  http.register(registry);
   return {
     registry,
-    httpRequests: new Counter({
-      name: 'svc_http_requests_total',
-      help: 'HTTP requests answered, by method, route template and status',
-      labelNames: ['method', 'route', 'status'] as const,
-      registers: [registry],
-    }),
-    httpDuration: new Histogram({
-      name: 'svc_http_request_duration_seconds',
-      help: 'Time from request received to response sent, by method and route template',
-      labelNames: ['method', 'route'] as const,
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers: [registry],
-    }),
+    /** svc_http_requests_total and svc_http_request_duration_seconds (see RequestMetrics). */
+    http,
     schedulerSlots: new Counter({
       name: 'svc_scheduler_slots_total',
       help: "Schedule slots handled by this scheduler: run (a run was created), missed (older than the catch-up window, or superseded by a later missed slot), skipped_overlap (the previous run was still pending or running), skipped_budget (the task's cost in the billing period reached its monthly cost limit), skipped_run_limit (the organization had used its plan's runs for the billing period)",
