@@ -32,6 +32,30 @@ describe('authentication', () => {
     assert.equal(res.headers['x-ratelimit-limit'], '60');
   });
 
+  test('successive requests of a key count down its rate limit one by one', async () => {
+    // After the first, most are decided from what the process holds (authenticateNow), the
+    // others by a claim on the shared counter: the count is the same either way.
+    const fresh = await svc.createOrg();
+    const seen: { reset: string; remaining: number }[] = [];
+    for (let i = 0; i < 15; i++) {
+      const res = await svc.call({ method: 'GET', url: statusUrl(fresh.organizationId), key: fresh.apiKey });
+      assert.equal(res.status, 200, res.raw);
+      seen.push({
+        reset: String(res.headers['x-ratelimit-reset']),
+        remaining: Number(res.headers['x-ratelimit-remaining']),
+      });
+    }
+    // Counted per one-minute window: should the requests straddle a minute, the count restarts.
+    seen.forEach(({ reset, remaining }, i) => {
+      const before = seen[i - 1];
+      assert.equal(
+        remaining,
+        before && before.reset === reset ? before.remaining - 1 : 59,
+        `request ${i + 1}`,
+      );
+    });
+  });
+
   const causes: [string, (key: string) => Record<string, string>][] = [
     ['a missing Authorization header', () => ({})],
     [

@@ -56,7 +56,7 @@ describe('logs', () => {
     assert.equal(line.msg, 'm');
   });
 
-  test('standard output gets a turn's lines when the turn ends, in order, and the lines still waiting at exit', () => {
+  test("standard output gets a turn's lines when the turn ends, in order, and the lines still waiting at exit", () => {
     const out = runNode(`
       import { writeSync } from 'node:fs';
       import { createLogger } from './src/lib/logger.ts';

@@ -107,4 +107,26 @@ describe('rate counting claimed ahead per process', () => {
     release();
     assert.equal((await waiting).remaining, limit - 201);
   });
+  test('a hit decided from memory counts like an awaited one, and asks nothing when it cannot decide', async () => {
+    const shared = sharedCounter();
+    const counter = new RateCounter(shared.claim);
+    const now = at('2030-01-01T10:00:10Z');
+    // Nothing claimed yet in this window: no answer, and nothing counted or claimed.
+    assert.equal(counter.hitNow('org:c', 10, now), undefined);
+    assert.equal(shared.claims, 0);
+    const first = await counter.hit('org:c', 10, now);
+    assert.equal(first.remaining, 9);
+    let served = 1;
+    for (;;) {
+      const state = counter.hitNow('org:c', 10, now) ?? (await counter.hit('org:c', 10, now));
+      if (state.exceeded) break;
+      served++;
+      assert.equal(state.remaining, 10 - served);
+    }
+    assert.equal(served, 10, 'the limit is served exactly, partly from memory');
+    // Once the window is known to be exhausted, the refusal comes from memory too.
+    assert.equal(counter.hitNow('org:c', 10, now)?.exceeded, true);
+    // A new window starts with nothing in memory.
+    assert.equal(counter.hitNow('org:c', 10, at('2030-01-01T10:01:10Z')), undefined);
+  });
 });

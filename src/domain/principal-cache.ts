@@ -41,9 +41,15 @@ export class PrincipalCache {
     return this.#db.listen(PRINCIPALS_CHANNEL, () => this.clear());
   }
 
-  async lookup(keyHash: string): Promise<KeyLookupRow | null> {
+  /** The key as remembered, if it is remembered and still trusted; undefined otherwise (then lookup()). */
+  peek(keyHash: string): KeyLookupRow | null | undefined {
     const entry = this.#entries.get(keyHash);
-    if (entry && performance.now() - entry.loadedAt < TTL_MS) return entry.row;
+    return entry && performance.now() - entry.loadedAt < TTL_MS ? entry.row : undefined;
+  }
+
+  async lookup(keyHash: string): Promise<KeyLookupRow | null> {
+    const known = this.peek(keyHash);
+    if (known !== undefined) return known;
     const pending = this.#loading.get(keyHash);
     if (pending) return pending;
     const generation = this.#generation;

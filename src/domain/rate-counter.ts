@@ -55,6 +55,23 @@ export class RateCounter {
     this.#claim = claim;
   }
 
+  /**
+   * The hit counted at once when this process already holds what decides it (an allowance left
+   * in the current window, or the window known to be exhausted); undefined when it must claim
+   * first: then hit() does.
+   */
+  hitNow(bucket: string, limit: number, now: Date): RateState | undefined {
+    const budget = this.#budgets.get(bucket);
+    if (!budget || budget.window !== windowStart(now)) return undefined;
+    if (budget.allowance > 0) {
+      budget.allowance--;
+      const state = rateState(now, limit, budget.claimed - budget.allowance);
+      this.#claimAhead(bucket, budget, limit);
+      return state;
+    }
+    return budget.exhausted ? rateState(now, limit, limit + 1) : undefined;
+  }
+
   async hit(bucket: string, limit: number, now: Date): Promise<RateState> {
     const window = windowStart(now);
     let budget = this.#budgets.get(bucket);

@@ -28,15 +28,53 @@ function sorted(input: unknown): string | undefined {
     for (let i = 0; i < value.length; i++) text += `${i === 0 ? '' : ','}${sorted(value[i]) ?? 'null'}`;
     return `${text}]`;
   }
+  const { keys, prefixes } = sortedKeys(Object.keys(value));
   let text = '{';
   let first = true;
-  for (const key of Object.keys(value).sort()) {
-    const member = sorted((value as Record<string, unknown>)[key]);
+  for (let i = 0; i < keys.length; i++) {
+    const member = sorted((value as Record<string, unknown>)[keys[i] as string]);
     if (member === undefined) continue;
-    text += `${first ? '' : ','}${JSON.stringify(key)}:${member}`;
+    text += `${first ? '' : ','}${prefixes[i]}${member}`;
     first = false;
   }
   return `${text}}`;
+}
+
+/** An object's keys in order, each with its member's prefix (the key as JSON and a colon). */
+interface SortedKeys {
+  keys: string[];
+  prefixes: string[];
+}
+
+/**
+ * Key lists met before, by their length and first key: the objects tagged per request come from
+ * a few views, each of a few shapes, so their keys are sorted and quoted once, not per request.
+ * Bounded: past MAX_SHAPES lists (objects from outside, say) keys are sorted each time.
+ */
+const shapes = new Map<string, { keys: string[]; sorted: SortedKeys }[]>();
+const MAX_SHAPES = 512;
+let shapeCount = 0;
+
+function sortedKeys(keys: string[]): SortedKeys {
+  const id = `${keys.length}:${keys[0] ?? ''}`;
+  const known = shapes.get(id);
+  if (known) {
+    for (const shape of known) if (sameKeys(shape.keys, keys)) return shape.sorted;
+  }
+  const order = [...keys].sort();
+  const result = { keys: order, prefixes: order.map((k) => `${JSON.stringify(k)}:`) };
+  if (shapeCount < MAX_SHAPES) {
+    shapeCount++;
+    if (known) known.push({ keys, sorted: result });
+    else shapes.set(id, [{ keys, sorted: result }]);
+  }
+  return result;
+}
+
+function sameKeys(a: string[], b: string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** One call, no Hash object: entity tags and key lookups hash on every request. */

@@ -3,7 +3,7 @@
 // without the guard. Each scope also answers its unknown paths itself, after the guard: an
 // unauthenticated caller learns nothing of which routes exist.
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { Authenticator } from '../../domain/authenticator.ts';
+import { Authenticator, type AuthOutcome } from '../../domain/authenticator.ts';
 import type { Deps } from '../../domain/deps.ts';
 import { rateLimitHeaders } from '../../domain/rate-limit.ts';
 import { AppError, errors } from '../../lib/errors.ts';
@@ -26,12 +26,19 @@ export type Routes = (scope: App) => void | Promise<void>;
  */
 export function apiKeyScope(deps: Deps, routes: Routes, authenticator = new Authenticator(deps)) {
   return async (scope: App): Promise<void> => {
-    scope.addHook('onRequest', async (request, reply) => {
-      const outcome = await authenticator.authenticate(request.headers.authorization, () => request.ip);
-      reply.headers(rateLimitHeaders(outcome.rate));
-      if (outcome.rate.exceeded) throw errors.rateLimited(outcome.rate.retryAfter);
-      if (!outcome.ok) throw errors.unauthorized();
-      request.principal = outcome.principal;
+    // A callback, not an async function: most requests are decided from memory at once
+    // (authenticateNow); only the others wait for authenticate().
+    scope.addHook('onRequest', (request, reply, done) => {
+      const admit = (outcome: AuthOutcome): void => {
+        reply.headers(rateLimitHeaders(outcome.rate));
+        if (outcome.rate.exceeded) return done(errors.rateLimited(outcome.rate.retryAfter));
+        if (!outcome.ok) return done(errors.unauthorized());
+        request.principal = outcome.principal;
+        done();
+      };
+      const now = authenticator.authenticateNow(request.headers.authorization);
+      if (now) return admit(now);
+      authenticator.authenticate(request.headers.authorization, () => request.ip).then(admit, done);
     });
 
     // A callback, not an async function: it never waits (see app.ts).
