@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { type Db, PLAN_EACH_TIME, postgresProfile, type Queryable } from './db.ts';
+import { type DriverField, type RowShape, StatementQuery } from './pg-statement.ts';
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;
@@ -99,57 +100,22 @@ function statementName(sql: string): string | undefined {
   return `svc_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
 }
 
-const TYPES = { getTypeParser: typeParser };
-
-/**
- * What the driver is given for a statement, made once per text. The driver copies the object it
- * is given at every call (`Object.getOwnPropertyDescriptors` onto an object of the same
- * prototype), which cost 2.3-2.5 µs a call with the five fields as own properties against 0.2
- * µs with none (measured: 10^6 driver queries built in a loop): so the fields are the
- * prototype's, the object given has no property of its own, and the parameters go as the
- * driver's `values` argument. A driver that stopped keeping the prototype would send no text
- * and every statement would fail, not run something else.
- */
-const statementConfigs = new Map<string, object>();
-function statementConfig(sql: string): object {
-  let config = statementConfigs.get(sql);
-  if (!config) {
-    config = Object.create({ name: statementName(sql), text: sql, types: TYPES, rowMode: 'array' }) as object;
-    statementConfigs.set(sql, config);
-  }
-  return config;
+/** Statement names by text (a digest is not worked out per execution). */
+const statementNames = new Map<string, string | undefined>();
+function nameOf(sql: string): string | undefined {
+  if (statementNames.has(sql)) return statementNames.get(sql);
+  const name = statementName(sql);
+  statementNames.set(sql, name);
+  return name;
 }
 
-interface DriverResult {
-  rowAsArray: boolean;
-  fields: readonly { dataTypeID: number; format?: string }[];
-  _parsers: ((v: string) => unknown)[] | undefined;
-  _types: { getTypeParser(oid: number, format: string): unknown } | undefined;
-}
-
-/**
- * At each row description (every execution: the driver describes the portal each time) the
- * driver's result builds a null-prototype object with every column and a copy of it, the
- * template of rows as objects. V8 keeps both as dictionaries; with a task's 35 columns that was
- * 8.5% of the process's CPU time on `GET /tasks/{id}`. The service's rows come as arrays (made
- * into objects by rowMaker below), so for a result whose rows are arrays only the column
- * parsers are set up; a result of rows as objects (none of the service's) keeps the driver's code.
- */
-function describeArrayRowsOnly(): void {
-  const Result = (pg as unknown as { Result?: { prototype: { addFields(fields: unknown): void } } }).Result;
-  const driverAddFields = Result?.prototype.addFields;
-  if (!Result || !driverAddFields) throw new Error('pg no longer exposes its Result: see src/db/postgres.ts');
-  Result.prototype.addFields = function addFields(this: DriverResult, fields: DriverResult['fields']) {
-    if (!this.rowAsArray) return driverAddFields.call(this, fields);
-    this.fields = fields;
-    // As the driver chooses: the query's own types, else its global ones.
-    const types = this._types ?? (pg.types as NonNullable<DriverResult['_types']>);
-    this._parsers = fields.map(
-      (f) => types.getTypeParser(f.dataTypeID, f.format || 'text') as (v: string) => unknown,
-    );
+/** A statement's rows: its columns' parsers and the maker of its row objects (rowMaker). */
+function shapeOf(sql: string, fields: readonly DriverField[]): RowShape {
+  return {
+    parsers: fields.map((f) => typeParser(f.dataTypeID, f.format || 'text') as (v: string) => unknown),
+    make: rowMaker(sql, fields),
   };
 }
-describeArrayRowsOnly();
 
 /** Makes a row object from a row's values, in the order of the statement's columns. */
 type RowMaker = (values: unknown[]) => unknown;
@@ -183,16 +149,18 @@ function rowMaker(sql: string, fields: readonly { name: string }[]): RowMaker {
   return make;
 }
 
+/** The driver's query() as the service calls it: an extension-point query and a callback. */
+type SubmitQuery = (query: StatementQuery, callback: (err: Error | null, rows?: unknown[]) => void) => void;
+
 function wrap(client: pg.Pool | pg.PoolClient): Queryable {
+  const submit = client.query.bind(client) as unknown as SubmitQuery;
   return {
-    async query<R>(sql: string, params: readonly unknown[] = []) {
-      const res = (await client.query(
-        statementConfig(sql) as pg.QueryArrayConfig,
-        params as unknown[],
-      )) as pg.QueryArrayResult<unknown[]>;
-      if (res.rows.length === 0) return [];
-      const make = rowMaker(sql, res.fields);
-      return res.rows.map(make) as R[];
+    query<R>(sql: string, params: readonly unknown[] = []) {
+      return new Promise<R[]>((resolve, reject) => {
+        submit(new StatementQuery(sql, nameOf(sql), params, shapeOf), (err, rows) =>
+          err ? reject(err) : resolve((rows ?? []) as R[]),
+        );
+      });
     },
     async exec(sql: string) {
       await client.query(sql);
