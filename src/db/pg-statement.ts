@@ -159,7 +159,7 @@ export class StatementQuery {
   }
 
   handleReadyForQuery(): void {
-    if (this.#failure) return this.handleError(this.#failure);
-    this.callback?.(null, this.#rows);
+    if (this.#failure) this.handleError(this.#failure);
+    else this.callback?.(null, this.#rows);
   }
 }

@@ -31,10 +31,12 @@ export function apiKeyScope(deps: Deps, routes: Routes, authenticator = new Auth
     scope.addHook('onRequest', (request, reply, done) => {
       const admit = (outcome: AuthOutcome): void => {
         reply.headers(rateLimitHeaders(outcome.rate));
-        if (outcome.rate.exceeded) return done(errors.rateLimited(outcome.rate.retryAfter));
-        if (!outcome.ok) return done(errors.unauthorized());
-        request.principal = outcome.principal;
-        done();
+        if (outcome.rate.exceeded) done(errors.rateLimited(outcome.rate.retryAfter));
+        else if (!outcome.ok) done(errors.unauthorized());
+        else {
+          request.principal = outcome.principal;
+          done();
+        }
       };
       const now = authenticator.authenticateNow(request.headers.authorization);
       if (now) return admit(now);
