@@ -16,10 +16,11 @@ export function requestId(header: string | string[] | undefined): string {
  *
  * The access line's fields are these six and the request id, none of them a credential (the
  * path is written without its query string, and no header is), so it is written without the
- * redaction pass and without pino's generic formatting (see infoLineWriter): per request, those
- * cost a read about as much as the metrics' label handling did (measured in the server, with
- * both: 60-100 µs of CPU per `GET /tasks/{id}` on this 2-core machine, docs/benchmarks.md).
- * Every other line, the request's own included, keeps redaction.
+ * redaction pass and without pino's generic formatting (see infoLineWriter). Measured in the
+ * server, with the two metrics kept as plain numbers (lib/request-metrics.ts) and standard
+ * output written once per turn of the event loop: a `GET /tasks/{id}` went from 237.6 to 210.6
+ * µs of the process's CPU (docs/benchmarks.md). Every other line, the request's own included,
+ * keeps redaction.
  */
 export function installObservability(app: App, deps: Deps): void {
   const writeLine = infoLineWriter(deps.log);
