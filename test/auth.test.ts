@@ -33,7 +33,7 @@ describe('authentication', () => {
   });
 
   test('successive requests of a key count down its rate limit one by one', async () => {
-    // After the first, most are decided from what the process holds (authenticateNow), the
+    // After the first, most are decided from what the process holds (no promise), the
     // others by a claim on the shared counter: the count is the same either way.
     const fresh = await svc.createOrg();
     const seen: { reset: string; remaining: number }[] = [];

@@ -41,46 +41,43 @@ export class Authenticator {
   }
 
   /**
-   * The outcome at once, without waiting, when this process holds all it depends on: the key
+   * The outcome, at once (no promise) when this process holds all it depends on: the key
    * remembered and usable, its organization's allowance for the current window (or the window
-   * known to be exhausted), and no lastUsedAt refresh due. Undefined otherwise, with nothing
-   * counted: then authenticate() decides. Most requests of a busy key take this path, which
-   * spares them four promises.
+   * known to be exhausted), and no lastUsedAt refresh due. Most requests of a busy key are
+   * decided so; the others (a key to look up, an allowance to claim, a refusal to count) get a
+   * promise. `clientAddress` is asked for only when the request is refused: working it out
+   * through the trusted proxies' X-Forwarded-For costs something on every request that would
+   * otherwise pay.
    */
-  authenticateNow(authorization: string | undefined): AuthOutcome | undefined {
-    const token = bearerToken(authorization);
-    if (token === undefined || !isWellFormedApiKey(token)) return undefined;
-    const key = this.#deps.principals.peek(hashApiKey(token));
-    if (!key) return undefined;
-    const now = this.#deps.clock.now();
-    if (!usable(key, now) || this.#touchDue(key, now)) return undefined;
-    const principal = this.#principalOf(key);
-    const rate = this.#rates.hitNow(`org:${key.organization_id}`, principal.limits.rateLimitPerMinute, now);
-    return rate && { ok: true, principal, rate };
-  }
-
-  /**
-   * `clientAddress` is asked for only when the request is refused: working it out through the
-   * trusted proxies' X-Forwarded-For costs something on every request that would otherwise pay.
-   */
-  async authenticate(
+  authenticate(
     authorization: string | undefined,
     clientAddress: string | (() => string),
-  ): Promise<AuthOutcome> {
+  ): AuthOutcome | Promise<AuthOutcome> {
     const now = this.#deps.clock.now();
     const token = bearerToken(authorization);
-    const refuse = async (reason: AuthFailure): Promise<AuthOutcome> => ({
-      ok: false,
-      reason,
-      rate: await this.countAddress(typeof clientAddress === 'string' ? clientAddress : clientAddress(), now),
-    });
-    if (token === undefined) return refuse('missing');
+    if (token === undefined) return this.#refuse('missing', clientAddress, now);
     // Malformed keys (bad shape or checksum) cost no key lookup.
-    if (!isWellFormedApiKey(token)) return refuse('malformed');
-    const key = await this.#deps.principals.lookup(hashApiKey(token));
-    if (!key) return refuse('unknown');
-    if (key.revoked_at) return refuse('revoked');
-    if (key.expires_at && key.expires_at <= now) return refuse('expired');
+    if (!isWellFormedApiKey(token)) return this.#refuse('malformed', clientAddress, now);
+    const keyHash = hashApiKey(token);
+    const known = this.#deps.principals.peek(keyHash);
+    if (known && usable(known, now) && !this.#touchDue(known, now)) {
+      const principal = this.#principalOf(known);
+      const rate = this.#rates.hitNow(
+        `org:${known.organization_id}`,
+        principal.limits.rateLimitPerMinute,
+        now,
+      );
+      if (rate) return { ok: true, principal, rate };
+    }
+    return this.#lookUp(keyHash, clientAddress, now);
+  }
+
+  /** What authenticate() cannot decide at once: nothing has been counted yet. */
+  async #lookUp(keyHash: string, clientAddress: string | (() => string), now: Date): Promise<AuthOutcome> {
+    const key = await this.#deps.principals.lookup(keyHash);
+    if (!key) return this.#refuse('unknown', clientAddress, now);
+    if (key.revoked_at) return this.#refuse('revoked', clientAddress, now);
+    if (key.expires_at && key.expires_at <= now) return this.#refuse('expired', clientAddress, now);
 
     const principal = this.#principalOf(key);
     const rate = await this.#rates.hit(
@@ -90,6 +87,16 @@ export class Authenticator {
     );
     if (!rate.exceeded && this.#touchDue(key, now)) await this.#touch(key.key_id, now);
     return { ok: true, principal, rate };
+  }
+
+  /** A refusal, counted in the client address's bucket. */
+  async #refuse(
+    reason: AuthFailure,
+    clientAddress: string | (() => string),
+    now: Date,
+  ): Promise<AuthOutcome> {
+    const address = typeof clientAddress === 'string' ? clientAddress : clientAddress();
+    return { ok: false, reason, rate: await this.countAddress(address, now) };
   }
 
   /**

@@ -26,8 +26,8 @@ export type Routes = (scope: App) => void | Promise<void>;
  */
 export function apiKeyScope(deps: Deps, routes: Routes, authenticator = new Authenticator(deps)) {
   return async (scope: App): Promise<void> => {
-    // A callback, not an async function: most requests are decided from memory at once
-    // (authenticateNow); only the others wait for authenticate().
+    // A callback, not an async function: most requests are decided from memory at once (see
+    // Authenticator.authenticate); only the others wait.
     scope.addHook('onRequest', (request, reply, done) => {
       const admit = (outcome: AuthOutcome): void => {
         reply.headers(rateLimitHeaders(outcome.rate));
@@ -38,9 +38,9 @@ export function apiKeyScope(deps: Deps, routes: Routes, authenticator = new Auth
           done();
         }
       };
-      const now = authenticator.authenticateNow(request.headers.authorization);
-      if (now) return admit(now);
-      authenticator.authenticate(request.headers.authorization, () => request.ip).then(admit, done);
+      const outcome = authenticator.authenticate(request.headers.authorization, () => request.ip);
+      if (outcome instanceof Promise) outcome.then(admit, done);
+      else admit(outcome);
     });
 
     // A callback, not an async function: it never waits (see app.ts).
