@@ -58,6 +58,21 @@ describe('statements on PostgreSQL', {
     assert.deepEqual(lost, []);
   });
 
+  test('a statement or a batch PostgreSQL refuses gives its connection back to the pool, not closed', async () => {
+    const pid = async () => (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'))[0]?.pid;
+    const before = await pid();
+    await assert.rejects(db.query('SELECT 1 / $1::int AS x', [0]), /division by zero/);
+    await assert.rejects(db.batch([{ sql: 'SELECT 1 / $1::int AS x', params: [0] }]), /division by zero/);
+    await assert.rejects(
+      db.query('SELECT $1::text AS a FROM (VALUES (1), (1)) v(k) GROUP BY k HAVING count(*) > $2::int', [
+        'x',
+        'y',
+      ]),
+      /invalid input syntax/,
+    );
+    assert.equal(await pid(), before, 'the same backend serves the next statement');
+  });
+
   test('a parameter the driver cannot convert fails the statement alone', async () => {
     const unconvertible = {
       toPostgres() {

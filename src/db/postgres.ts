@@ -1,6 +1,13 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { type Db, PLAN_EACH_TIME, postgresProfile, type Queryable, type Statement } from './db.ts';
+import {
+  type Db,
+  isDatabaseUnavailable,
+  PLAN_EACH_TIME,
+  postgresProfile,
+  type Queryable,
+  type Statement,
+} from './db.ts';
 import { type DriverField, type PipelinedStatement, PipelineQuery, type RowShape } from './pg-statement.ts';
 
 const INT8_OID = 20;
@@ -158,8 +165,35 @@ function submitted(submit: SubmitQuery, statements: PipelinedStatement[]): Promi
   });
 }
 
-function wrap(client: pg.Pool | pg.PoolClient): Queryable {
-  const submit = client.query.bind(client) as unknown as SubmitQuery;
+/**
+ * Statements on a connection of the pool. One PostgreSQL refused (an error it reported, the
+ * connection fine) gives its connection back: the pool's own query() closes a connection after
+ * any error, so a refused statement (a taken slug, say, which a client can cause at will) cost
+ * a new connection, a new backend process, and every statement prepared again on it. Any other
+ * failure (the connection lost, the server shutting down, an internal error) closes it, as there.
+ */
+function submitToPool(pool: pg.Pool): SubmitQuery {
+  return (query, callback) => {
+    pool.connect((err, client, release) => {
+      if (err || !client) {
+        callback(err ?? new Error('no database connection'));
+        return;
+      }
+      (client.query as unknown as SubmitQuery)(query, (queryErr, rows) => {
+        // By its SQLSTATE (the severity's text may be translated): not a connection's loss or
+        // shutdown (isDatabaseUnavailable), nor an internal error of the server (class XX).
+        const refused =
+          queryErr instanceof pg.DatabaseError &&
+          !isDatabaseUnavailable(queryErr) &&
+          !String(queryErr.code).startsWith('XX');
+        release(queryErr && !refused ? queryErr : undefined);
+        callback(queryErr, rows);
+      });
+    });
+  };
+}
+
+function wrap(client: pg.Pool | pg.PoolClient, submit: SubmitQuery): Queryable {
   return {
     query<R>(sql: string, params: readonly unknown[] = []) {
       return new Promise<R[]>((resolve, reject) => {
@@ -221,8 +255,12 @@ export async function openPostgres(
   // An idle client that loses its connection (server restart) emits here; without a listener
   // the process would crash. The pool replaces the client on the next checkout.
   pool.on('error', onError);
-  const base = wrap(pool);
-  const submit = pool.query.bind(pool) as unknown as SubmitQuery;
+  // A checked-out connection has no listener of the pool's: one lost while a statement runs
+  // fails that statement (its callback, in submitToPool), and this listener keeps the client's
+  // 'error' event from ending the process.
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  const submit = submitToPool(pool);
+  const base = wrap(pool, submit);
   return {
     backend: postgresProfile(poolSize),
     query: base.query,
@@ -242,7 +280,7 @@ export async function openPostgres(
       client.on('error', onLost);
       try {
         await client.query('BEGIN');
-        const result = await fn(wrap(client));
+        const result = await fn(wrap(client, client.query.bind(client) as unknown as SubmitQuery));
         await client.query('COMMIT');
         return result;
       } catch (err) {
