@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { tooLargeIn } from '../src/runner/capped-response.ts';
-import { modelTransport } from '../src/runner/model-transport.ts';
+import { AnswerHeaders, modelTransport } from '../src/runner/model-transport.ts';
 
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse, body: string) => void;
 
@@ -211,6 +211,46 @@ describe('the model transport', () => {
     } finally {
       tls.close();
     }
+  });
+
+  test("an answer's headers read as a Headers reads them: names in any case, repeated ones joined, cookies as a list", () => {
+    const headers = new AnswerHeaders({
+      'content-type': 'text/event-stream',
+      'x-request-id': 'req_1',
+      'set-cookie': ['a=1', 'b=2'],
+    });
+    const web = new Headers([
+      ['content-type', 'text/event-stream'],
+      ['x-request-id', 'req_1'],
+      ['set-cookie', 'a=1'],
+      ['set-cookie', 'b=2'],
+    ]);
+    for (const name of ['Content-Type', 'x-request-id', 'X-Missing', 'set-cookie']) {
+      assert.equal(headers.get(name), name === 'set-cookie' ? 'a=1, b=2' : web.get(name), name);
+      assert.equal(headers.has(name), web.has(name), name);
+    }
+    assert.deepEqual(headers.getSetCookie(), web.getSetCookie());
+    const sorted = (entries: Iterable<[string, string]>) =>
+      [...entries].sort(([a, x], [b, y]) => (a === b ? (x < y ? -1 : 1) : a < b ? -1 : 1));
+    assert.deepEqual(sorted(headers.entries()), sorted(web.entries()));
+    assert.deepEqual(
+      [...headers].map(([n]) => n),
+      [...headers.keys()],
+    );
+    assert.deepEqual(
+      [...headers.values()],
+      [...headers.entries()].map(([, v]) => v),
+    );
+    const seen: string[] = [];
+    headers.forEach((value, name) => {
+      seen.push(`${name}=${value}`);
+    });
+    assert.deepEqual(seen, [
+      'content-type=text/event-stream',
+      'x-request-id=req_1',
+      'set-cookie=a=1',
+      'set-cookie=b=2',
+    ]);
   });
 
   test("a transport made when its worker starts has loaded the headers class every call uses, so the first run's call does not load it", () => {

@@ -42,14 +42,61 @@ function decompressed(res: http.IncomingMessage): Readable {
   return decoder ? pipeline(res, decoder, () => undefined) : res;
 }
 
-function headersOf(res: http.IncomingMessage): Headers {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(res.headers)) {
-    if (value === undefined) continue;
-    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
-    else headers.set(name, value);
+/**
+ * An answer's headers as the SDK reads them (get, has, entries and the rest of Headers' reading
+ * methods), over the header object Node parsed, without copying it into a Headers: the SDK
+ * lists every answer's headers (`entries()`, to find x-request-id) and formats them for its
+ * debug log whether or not that log is on, and a Headers is built header by header and sorts
+ * its names at each listing. Node gives the names in lower case and repeated headers joined
+ * with ", " (set-cookie as a list), as Headers.get does; they are listed in the order they
+ * came, not sorted (the SDK looks names up).
+ */
+export class AnswerHeaders {
+  readonly #fields: http.IncomingHttpHeaders;
+
+  constructor(fields: http.IncomingHttpHeaders) {
+    this.#fields = fields;
   }
-  return headers;
+
+  get(name: string): string | null {
+    const v = this.#fields[name.toLowerCase()];
+    if (v === undefined) return null;
+    return Array.isArray(v) ? v.join(', ') : v;
+  }
+
+  has(name: string): boolean {
+    return this.#fields[name.toLowerCase()] !== undefined;
+  }
+
+  getSetCookie(): string[] {
+    const v = this.#fields['set-cookie'];
+    return v === undefined ? [] : Array.isArray(v) ? [...v] : [v];
+  }
+
+  *entries(): IterableIterator<[string, string]> {
+    for (const [name, v] of Object.entries(this.#fields)) {
+      if (v === undefined) continue;
+      // As a Headers lists them: each cookie on its own, other repeated headers joined.
+      if (name === 'set-cookie' && Array.isArray(v)) for (const cookie of v) yield [name, cookie];
+      else yield [name, Array.isArray(v) ? v.join(', ') : v];
+    }
+  }
+
+  *keys(): IterableIterator<string> {
+    for (const [name] of this.entries()) yield name;
+  }
+
+  *values(): IterableIterator<string> {
+    for (const [, value] of this.entries()) yield value;
+  }
+
+  forEach(fn: (value: string, name: string, headers: AnswerHeaders) => void): void {
+    for (const [name, value] of this.entries()) fn(value, name, this);
+  }
+
+  [Symbol.iterator](): IterableIterator<[string, string]> {
+    return this.entries();
+  }
 }
 
 function bodyOf(init: RequestInit | undefined): string | Uint8Array | undefined {
@@ -122,7 +169,7 @@ class ModelAnswer {
   readonly status: number;
   readonly statusText: string;
   readonly url: string;
-  readonly headers: Headers;
+  readonly headers: AnswerHeaders;
   readonly body: AsyncIterable<Uint8Array> | null;
 
   constructor(res: http.IncomingMessage, url: URL, maxBytes: number) {
@@ -130,7 +177,7 @@ class ModelAnswer {
     this.ok = this.status >= 200 && this.status <= 299;
     this.statusText = res.statusMessage ?? '';
     this.url = url.href;
-    this.headers = headersOf(res);
+    this.headers = new AnswerHeaders(res.headers);
     if (NULL_BODY_STATUS.has(this.status)) {
       res.resume();
       this.body = null;
