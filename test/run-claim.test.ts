@@ -209,6 +209,14 @@ describe(`claims by several workers at once (${backendName})`, () => {
       }
       await slowClaims(svc);
       for (const w of workers) await w.start();
+      // A worker's first claim (at its start) holds its free places until it is answered, and a
+      // run now finds no place meanwhile: wait until the last worker can take one, as it can
+      // once idle, so that the run nows below meet it idle however busy the machine is.
+      await waitFor('a free place for run nows', async () => {
+        const place = reserve();
+        place?.release();
+        return place ? true : undefined;
+      });
       const answers = await Promise.all(
         tasks.map((t) => svc.call({ method: 'POST', url: `/api/svc/tasks/${t.id}/run`, key: t.org.apiKey })),
       );
