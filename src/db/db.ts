@@ -25,8 +25,9 @@ export interface Db extends Queryable {
    * rolls all of them back. Each is planned once per connection, for any values, without
    * sequential scans (its rows are reached by keys, whatever the tables' statistics said when
    * it was planned). Resolves to the first row of each statement, by position (undefined: it
-   * returned none). PostgreSQL: one pipeline of the extended protocol (postgres.ts); the
-   * embedded database: one call of svc_batch (pglite-batch.ts).
+   * returned none). Each must be one that returns rows (a SELECT, or a write with RETURNING):
+   * svc_batch refuses the others. PostgreSQL: one pipeline of the extended protocol
+   * (postgres.ts); the embedded database: one call of svc_batch (pglite-batch.ts).
    */
   batch(statements: readonly Statement[]): Promise<(Record<string, unknown> | undefined)[]>;
   /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */

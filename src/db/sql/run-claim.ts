@@ -32,7 +32,7 @@ import { type RunRow, runFromJson } from './runs.ts';
  * Cost: the organizations with pending runs are found by a loose index scan (one index probe
  * per organization, not one row per pending run), and each contributes at most
  * min(limit, orgLimit - running) of its oldest runs, so the work does not grow with the backlog.
- * The statements are prepared once per connection and planned once (Db.batch) (planning
+ * The statements are prepared once per connection and planned once, by Db.batch (planning
  * the pick took 0.8 ms and running it 0.2 ms, measured with 4 organizations; a claim of one run,
  * with its context, costs its database backend about 1.1 ms of CPU, against 1.4 ms for the five
  * statements it replaces), so a plan lives on whatever the statistics said when it was made,
