@@ -237,11 +237,11 @@ export function modelTransport(o: ModelTransportOptions): Fetch {
 }
 
 /**
- * Loads now the class every request and answer has its headers in: Node loads its fetch
- * classes (undici's Headers) at their first use, which would otherwise be the first run's model
- * call, on its way to the provider (about 30 ms measured: docs/architecture.md, "Lazy roles"),
- * for memory that call takes anyway. A client is made when its worker starts
- * (runner/model-client.ts).
+ * Loads now the class every request has its headers in (the SDK builds them; an answer's are
+ * AnswerHeaders): Node loads its fetch classes (undici's Headers) at their first use, which
+ * would otherwise be the first run's model call, on its way to the provider (about 30 ms
+ * measured: docs/architecture.md, "Lazy roles"), for memory that call takes anyway. A client is
+ * made when its worker starts (runner/model-client.ts).
  */
 function loadHeadersClass(): void {
   void new Headers();
