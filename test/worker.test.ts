@@ -31,6 +31,16 @@ async function insertOrphanedRun(
   return id;
 }
 
+/** The worker's 'run finished' line of `runId`, parsed (written once the run's end is recorded). */
+function runFinishedLine(svc: TestService, runId: string): Promise<Record<string, unknown>> {
+  return waitFor('the run finished line', async () =>
+    svc.logs
+      .flatMap((chunk) => chunk.split('\n').filter(Boolean))
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .find((line) => line.msg === 'run finished' && line.runId === runId),
+  );
+}
+
 describe('the worker', () => {
   describe('executing runs', () => {
     let svc: TestService;
@@ -88,6 +98,22 @@ describe('the worker', () => {
       ).body;
       assert.ok(stats.successfulRuns >= 1);
       assert.ok(stats.totalTokensUsed >= 150, 'the usage ledger has the tokens');
+
+      // One line per run, as pino writes its lines (level, time, pid, hostname, members, msg).
+      const line = await runFinishedLine(svc, runId);
+      assert.deepEqual(Object.keys(line), [
+        'level',
+        'time',
+        'pid',
+        'hostname',
+        'runId',
+        'status',
+        'durationMs',
+        'msg',
+      ]);
+      assert.equal(line.level, 30);
+      assert.equal(line.status, 'completed');
+      assert.equal(line.durationMs, run.durationMs);
     });
 
     test('attached skills are sent as system instructions in the order the task lists them', async () => {
@@ -208,6 +234,9 @@ describe('the worker', () => {
       assert.equal(run.status, 'failed');
       assert.match(run.error, /HTTP 400.*model does not exist/);
       assert.equal(model.requests.length, 1, 'a 400 is not retried');
+      const line = await runFinishedLine(svc, run.id);
+      assert.equal(line.status, 'failed');
+      assert.equal(line.errorType, 'provider_error');
     } finally {
       await svc.close();
       await model.close();

@@ -12,6 +12,7 @@ import { releaseRun } from '../db/sql/run-queue.ts';
 import type { RunRow } from '../db/sql/runs.ts';
 import { type ModelCallUsage, settleDeletedRun } from '../db/sql/usage.ts';
 import type { Deps } from '../domain/deps.ts';
+import { infoLineWriter } from '../lib/logger.ts';
 import type { RunResult } from '../runner/executor.ts';
 import type { RunUsage } from './run-usage.ts';
 import type { RunWriteBatcher } from './run-writes.ts';
@@ -31,11 +32,20 @@ export class RunOutcomes {
   readonly #runWrites: RunWriteBatcher;
   /** Runs whose recorded end already told the other workers of the place it freed. */
   readonly #endsTold = new Set<string>();
+  /**
+   * The 'run finished' line, one per run: its members are a uuid, enum values and a number, none
+   * of them a credential nor text to escape, so it is written without pino's redaction pass and
+   * generic formatting, like the access line (lib/logger.ts, infoLineWriter). Through pino, the
+   * redaction parsed its ten paths and cloned the object at every line: 11 µs of a worker's CPU
+   * per run and 3 KB of garbage (CPU and sampling heap profiles, instant model, concurrency 8).
+   */
+  readonly #writeLine: (members: string, msg: string) => void;
 
   constructor(deps: Deps, workerId: string, runWrites: RunWriteBatcher) {
     this.#deps = deps;
     this.#workerId = workerId;
     this.#runWrites = runWrites;
+    this.#writeLine = infoLineWriter(deps.log);
   }
 
   /**
@@ -190,13 +200,8 @@ export class RunOutcomes {
     }
     await this.#reportUsage(context, finished.organization_id, Number(finished.cost_cents), run.id);
     metrics.runsFinished.inc({ status: finished.status });
-    log.info(
-      {
-        runId: run.id,
-        status: finished.status,
-        durationMs: finished.duration_ms,
-        ...(!ended.ok && { errorType: ended.errorType }),
-      },
+    this.#writeLine(
+      `"runId":"${run.id}","status":"${finished.status}","durationMs":${finished.duration_ms ?? null}${ended.ok ? '' : `,"errorType":"${ended.errorType}"`}`,
       'run finished',
     );
   }
