@@ -54,6 +54,18 @@ describe('statements on PostgreSQL', {
     assert.deepEqual(lost, []);
   });
 
+  test('a statement PostgreSQL refuses gives its connection back to the pool, not closed', async () => {
+    const pid = async () => (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'))[0]?.pid;
+    const before = await pid();
+    await assert.rejects(db.query('SELECT 1 / $1::int AS x', [0]), /division by zero/);
+    // Refused at its preparation: the driver forgets the name, so the next use prepares it again.
+    await assert.rejects(db.query('SELECT nothing_here AS x'), /does not exist/);
+    await assert.rejects(db.query('SELECT $1::int AS x', ['not a number']), /invalid input syntax/);
+    assert.equal(await pid(), before, 'the same backend serves the next statement');
+    const [row] = await db.query<{ x: number }>('SELECT $1::int AS x', ['7']);
+    assert.equal(row?.x, 7, 'a statement refused for its values runs with others on that connection');
+  });
+
   test('a parameter the driver cannot convert fails the statement alone', async () => {
     const unconvertible = {
       toPostgres() {

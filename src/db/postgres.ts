@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { type Db, PLAN_EACH_TIME, postgresProfile, type Queryable } from './db.ts';
+import { type Db, isDatabaseUnavailable, PLAN_EACH_TIME, postgresProfile, type Queryable } from './db.ts';
 import { type DriverField, type RowShape, StatementQuery } from './pg-statement.ts';
 
 const INT8_OID = 20;
@@ -152,8 +152,37 @@ function rowMaker(sql: string, fields: readonly { name: string }[]): RowMaker {
 /** The driver's query() as the service calls it: an extension-point query and a callback. */
 type SubmitQuery = (query: StatementQuery, callback: (err: Error | null, rows?: unknown[]) => void) => void;
 
-function wrap(client: pg.Pool | pg.PoolClient): Queryable {
-  const submit = client.query.bind(client) as unknown as SubmitQuery;
+/**
+ * Statements on a connection of the pool. One PostgreSQL refused (an error it reported, the
+ * connection fine) gives its connection back: the pool's own query() closes a connection after
+ * any error, so a refused statement (a taken slug, say, which a client can cause at will) cost
+ * a new connection, a new backend process, and every statement prepared again on it. Any other
+ * failure (the connection lost, the server shutting down, an internal error) closes it, as there.
+ * The connection may go back before PostgreSQL has said it is ready again: the driver holds the
+ * next statement until it has (and forgets a statement whose preparation was refused).
+ */
+function submitToPool(pool: pg.Pool): SubmitQuery {
+  return (query, callback) => {
+    pool.connect((err, client, release) => {
+      if (err || !client) {
+        callback(err ?? new Error('no database connection'));
+        return;
+      }
+      (client.query as unknown as SubmitQuery)(query, (queryErr, rows) => {
+        // By its SQLSTATE (the severity's text may be translated): not a connection's loss or
+        // shutdown (isDatabaseUnavailable), nor an internal error of the server (class XX).
+        const refused =
+          queryErr instanceof pg.DatabaseError &&
+          !isDatabaseUnavailable(queryErr) &&
+          !String(queryErr.code).startsWith('XX');
+        release(queryErr && !refused ? queryErr : undefined);
+        callback(queryErr, rows);
+      });
+    });
+  };
+}
+
+function wrap(client: pg.Pool | pg.PoolClient, submit: SubmitQuery): Queryable {
   return {
     query<R>(sql: string, params: readonly unknown[] = []) {
       return new Promise<R[]>((resolve, reject) => {
@@ -177,7 +206,11 @@ export async function openPostgres(
   // An idle client that loses its connection (server restart) emits here; without a listener
   // the process would crash. The pool replaces the client on the next checkout.
   pool.on('error', onError);
-  const base = wrap(pool);
+  // A checked-out connection has no listener of the pool's: one lost while a statement runs
+  // fails that statement (its callback, in submitToPool), and this listener keeps the client's
+  // 'error' event from ending the process.
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  const base = wrap(pool, submitToPool(pool));
   return {
     backend: postgresProfile(poolSize),
     query: base.query,
@@ -196,7 +229,7 @@ export async function openPostgres(
       client.on('error', onLost);
       try {
         await client.query('BEGIN');
-        const result = await fn(wrap(client));
+        const result = await fn(wrap(client, client.query.bind(client) as unknown as SubmitQuery));
         await client.query('COMMIT');
         return result;
       } catch (err) {
