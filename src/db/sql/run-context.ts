@@ -33,11 +33,21 @@ export interface RunOrganization {
 }
 
 /**
+ * The task as a run needs it: what the executor reads (runner/model-executor.ts), nothing else.
+ * A task has 35 columns, its whole row was read for every run claimed; these seven are a
+ * fifth of its JSON (without the prompt) for the database to write and the worker to parse.
+ */
+export type RunTask = Pick<
+  TaskRow,
+  'id' | 'model' | 'prompt' | 'timezone' | 'max_cost_cents_per_run' | 'output_schema' | 'required_tools'
+>;
+
+/**
  * What a worker needs to execute a run, read by the statement that claims it: its task, with
  * skills and sources in attachment order, and its organization's plan.
  */
 export interface RunContextRow {
-  task: TaskRow;
+  task: RunTask;
   skills: RunSkill[];
   sources: RunSource[];
   organization: RunOrganization;
@@ -50,7 +60,9 @@ export interface RunContextRow {
  * the links in every snapshot, migration 0019): most tasks have none, and the two index probes
  * per run that would find nothing were a tenth of a claim's cost per run.
  */
-export const RUN_CONTEXT_COLUMNS = `row_to_json(t) AS task,
+export const RUN_CONTEXT_COLUMNS = `json_build_object('id', t.id, 'model', t.model, 'prompt', t.prompt, 'timezone', t.timezone,
+         'max_cost_cents_per_run', t.max_cost_cents_per_run, 'output_schema', t.output_schema,
+         'required_tools', t.required_tools) AS task,
        (SELECT json_build_object('id', o.id, 'plan', o.plan, 'limit_overrides', o.limit_overrides,
                  'billing_period_start', o.billing_period_start, 'payment_customer_id', o.payment_customer_id)
           FROM organizations o WHERE o.id = t.organization_id) AS organization,
@@ -64,13 +76,8 @@ export const RUN_CONTEXT_COLUMNS = `row_to_json(t) AS task,
                    'auth_config', s.auth_config, 'secrets_sealed', s.secrets_sealed) ORDER BY x.position)
                    FROM task_sources x JOIN sources s ON s.id = x.source_id WHERE x.task_id = t.id), '[]'::json) END AS sources`;
 
-/** The context as read by RUN_CONTEXT_COLUMNS (as JSON), with its timestamps as the types say. */
+/** The context as read by RUN_CONTEXT_COLUMNS (as JSON), with its timestamp as the type says. */
 export function runContextFromJson(row: RunContextRow): RunContextRow {
-  // row_to_json gives timestamps as strings; the executor needs none of them but the types say Date.
-  const task = row.task as unknown as Record<string, unknown>;
-  for (const k of ['next_run_at', 'last_run_at', 'created_at', 'updated_at']) {
-    if (typeof task[k] === 'string') task[k] = new Date(task[k] as string);
-  }
   row.organization.billing_period_start = new Date(row.organization.billing_period_start);
   return row;
 }
