@@ -47,6 +47,8 @@ export interface CountingModel {
   readonly waiting: number;
   /** Requests received so far. */
   readonly received: number;
+  /** Requests received and neither answered nor cut off yet, of the prompts `match` accepts. */
+  waitingFor(match: (prompt: string) => boolean): number;
   /** Holds every answer not yet sent until resume(). */
   pause(): void;
   resume(): void;
@@ -64,7 +66,8 @@ interface Message {
 
 export async function startCountingModel(decide: (r: AskedRequest) => Answer): Promise<CountingModel> {
   const delivered: Delivered[] = [];
-  const open = new Map<ServerResponse, string>();
+  /** Requests waiting for their answer: the key that asked and the prompt. */
+  const open = new Map<ServerResponse, { key: string; prompt: string }>();
   const dropped = new Set<string>();
   let received = 0;
   let gate: { promise: Promise<void>; open(): void } | undefined;
@@ -78,7 +81,7 @@ export async function startCountingModel(decide: (r: AskedRequest) => Answer): P
     const prompt = body.messages.filter((m) => m.role === 'user').at(-1)?.content ?? '';
     const step = body.messages.filter((m) => m.role === 'assistant').length + 1;
     const answer = decide({ prompt, key, step, index });
-    open.set(res, key);
+    open.set(res, { key, prompt });
     // A client that goes away (aborted, killed) is no longer waiting for this answer.
     res.on('close', () => open.delete(res));
     try {
@@ -109,6 +112,11 @@ export async function startCountingModel(decide: (r: AskedRequest) => Answer): P
     get received() {
       return received;
     },
+    waitingFor(match) {
+      let n = 0;
+      for (const { prompt } of open.values()) if (match(prompt)) n++;
+      return n;
+    },
     pause() {
       if (gate) return;
       let release = () => {};
@@ -124,7 +132,7 @@ export async function startCountingModel(decide: (r: AskedRequest) => Answer): P
     },
     drop(key) {
       dropped.add(key);
-      for (const [res, k] of open) if (k === key) res.destroy();
+      for (const [res, o] of open) if (o.key === key) res.destroy();
     },
     totals(match = () => true) {
       let tokens = 0;
