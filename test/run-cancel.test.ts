@@ -18,6 +18,9 @@ const NODE_DIR = dirname(process.execPath);
 /** What the stand-in charges for the first answer of a run (a tool call). */
 const FIRST = { prompt_tokens: 999, completion_tokens: 1, total_tokens: 1000, cost: 0.25 };
 
+/** The text of each event of the streamed answer. */
+const STREAM_PIECE = 'more words ';
+
 const scratch = mkdtempSync(join(tmpdir(), 'svc-cancel-'));
 // Servers of a root service run as another user, who must be able to write its pid here.
 chmodSync(scratch, 0o777);
@@ -64,7 +67,7 @@ function script(charged: ModelReply[]) {
     let reply: ModelReply = {};
     if (prompt.startsWith('stream') && !answered)
       reply = { toolCalls: [{ name: 'no_such_tool', arguments: {} }] };
-    else if (prompt.startsWith('stream')) return { endless: 'more words ', trickleMs: 20 };
+    else if (prompt.startsWith('stream')) return { endless: STREAM_PIECE, trickleMs: 20 };
     else if (prompt.startsWith('tool') && !answered)
       reply = { toolCalls: [{ name: offered.find((n) => n.endsWith('__slow')) ?? 'slow', arguments: {} }] };
     reply.usage = FIRST;
@@ -186,8 +189,26 @@ describe('canceling a running run', () => {
     );
     await waitFor(`stdio server ${pid} to be gone`, async () => (isGone(pid) ? true : undefined));
     await stopLogged(runId);
-    // The stand-in charged the first answer only: the streamed one never finished.
-    await assertCanceled(runId, answer, 1000, 25);
+    // The first answer as the stand-in charged it, and the streamed one, cut off, estimated at
+    // 4 characters a token from what was sent and what came (a provider bills a stopped
+    // stream's prompt and what it generated until then).
+    const streamed = model.requests.filter((r) => r.body.messages.some((m) => m.content === task.prompt))[1];
+    assert.ok(streamed);
+    const sent = JSON.stringify(streamed.body.messages).length + JSON.stringify(streamed.body.tools).length;
+    const promptTokens = Math.ceil(sent / 4);
+    const mostReceived = Math.ceil((model.endless.events * STREAM_PIECE.length) / 4);
+    const [ledger] = await svc.testDb.db.query<{ tokens_used: number; cost_cents: number }>(
+      'SELECT tokens_used, cost_cents::float8 AS cost_cents FROM usage_ledger WHERE run_id = $1',
+      [runId],
+    );
+    assert.ok(ledger);
+    const estimated = ledger.tokens_used - FIRST.total_tokens;
+    assert.ok(
+      estimated > promptTokens && estimated <= promptTokens + mostReceived,
+      `${estimated} tokens estimated for ${promptTokens} sent and at most ${mostReceived} received`,
+    );
+    assert.ok(ledger.cost_cents > FIRST.cost * 100, 'the estimate is priced');
+    await assertCanceled(runId, answer, ledger.tokens_used, ledger.cost_cents);
     assert.ok(answer.body.startedAt, 'it had started');
   });
 

@@ -89,6 +89,21 @@ function estimatedUsage(
   return { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens, costUsd: undefined };
 }
 
+/**
+ * An answer cut off by the run's stop (cancel, lost lease, time-out, end of a shutdown's grace
+ * period) after the provider had started sending it: it has charged for the prompt and for what
+ * it generated until the connection closed, at least, so the usage is estimated as for an answer
+ * stopped at a limit unless its usage chunk had come. The answer itself is never acted on.
+ */
+function cutOffStep(
+  answer: AnswerBuilder,
+  messages: ChatCompletionMessageParam[],
+  tools: ChatCompletionTool[],
+): ModelStep {
+  const { message } = answer.result();
+  return { ok: true, message, usage: estimatedUsage(answer, messages, tools), providerCallId: answer.id };
+}
+
 /** Settles with the promise, or rejects as soon as the signal aborts (the SDK's retry sleeps do not). */
 function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   // The SDK rejects the promise too when the signal aborts (already aborted: at once). It must
@@ -138,10 +153,11 @@ export function createModelClient(config: Config['model']): ModelClient | undefi
         streaming = true;
         // Leaving the loop early aborts the request: the provider stops generating.
         for await (const chunk of stream) if (!answer.add(chunk)) break;
-        // The SDK ends the iteration quietly when the request is aborted. An answer whose usage
-        // (its last chunk) had arrived is returned all the same: the provider has charged for it,
-        // and the executor records it before it looks at the signal again.
-        if (answer.usage === undefined) signal.throwIfAborted();
+        // The SDK ends the iteration quietly when the request is aborted. The answer is returned
+        // all the same (its usage, or an estimate when its last chunk had not come): the
+        // provider has charged for it, and the executor records it before it looks at the
+        // signal again.
+        if (signal.aborted) return cutOffStep(answer, messages, tools);
         const { message, limit } = answer.result();
         const providerCallId = answer.id;
         if (limit === 'chars' || limit === 'tool_calls') {
@@ -149,7 +165,11 @@ export function createModelClient(config: Config['model']): ModelClient | undefi
         }
         return { ok: true, message, usage: usageOf(answer.usage), providerCallId, ...(limit && { limit }) };
       } catch (err) {
-        if (signal.aborted) throw err;
+        // Stopped before the provider answered: nothing to record (no figure of what it did).
+        if (signal.aborted) {
+          if (streaming) return cutOffStep(answer, messages, tools);
+          throw err;
+        }
         // An event past the byte bound: the answer is stopped, its usage estimated. Before the
         // stream started it was an error body: no answer at all.
         const tooLarge = tooLargeIn(err);

@@ -199,10 +199,10 @@ describe('the usage ledger under chaos', () => {
           case 'delete': {
             if (!victimTask) break;
             // Answers held and every answer sent recorded first, as for a kill: deleting the task
-            // stops its run in flight (its worker's lease renewal finds it gone), and a stop
-            // while an answer is arriving loses that answer unless its usage had been read (what
-            // docs/api.md does not promise). The deleted run's held calls are then cut off by
-            // that stop before answers resume, so none of them is sent.
+            // stops its run in flight (its worker's lease renewal finds it gone), and an answer
+            // cut off as it arrives is recorded at an estimate (docs/api.md), which these exact
+            // books could not equal. The deleted run's held calls are then cut off by that stop
+            // before answers resume, so none of them is sent.
             await quiesce();
             const res = await call(base(), 'DELETE', `/api/svc/tasks/${victimTask.id}`, {
               key: orgs[victimTask.org]?.apiKey,

@@ -53,8 +53,8 @@ export interface ModelReply {
 export interface ModelServer {
   url: string;
   requests: ModelRequest[];
-  /** Bytes written by endless answers, and how many of them the client stopped. */
-  endless: { bytes: number; stopped: number };
+  /** Bytes and events written by endless answers, and how many of them the client stopped. */
+  endless: { bytes: number; events: number; stopped: number };
   close(): Promise<void>;
 }
 
@@ -125,7 +125,7 @@ function writeStream(
 async function writeUntilClosed(
   res: ServerResponse,
   piece: string,
-  counter: { bytes: number; stopped: number },
+  counter: { bytes: number; events: number; stopped: number },
   trickleMs?: number,
 ): Promise<void> {
   const closed = new Promise<void>((resolve) => res.once('close', resolve));
@@ -137,6 +137,7 @@ async function writeUntilClosed(
     const burst = trickleMs === undefined ? 256 * 1024 : 1;
     for (let sent = 0; open && sent < burst; sent += piece.length) {
       counter.bytes += piece.length;
+      counter.events++;
       if (!res.write(piece)) await Promise.race([new Promise((r) => res.once('drain', r)), closed]);
     }
     await new Promise((r) => setTimeout(r, trickleMs ?? 16));
@@ -153,7 +154,7 @@ export async function startModelServer(
   reply: (req: ModelRequest, index: number) => ModelReply = () => ({}),
 ): Promise<ModelServer> {
   const requests: ModelRequest[] = [];
-  const endless = { bytes: 0, stopped: 0 };
+  const endless = { bytes: 0, events: 0, stopped: 0 };
   const server = createServer(async (req, res) => {
     const raw = await readBody(req);
     if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
