@@ -61,7 +61,15 @@ export function claimLeased<Row>(
   );
 }
 
-/** Renews the leases `owner` holds on `ids`; returns the ids it still holds (a missing one was lost). */
+/**
+ * Renews the leases `owner` holds on `ids`; returns the ids it still holds (a missing one was lost).
+ *
+ * The rows are locked in id order first, as every statement that takes several of them does
+ * (a worker's write batch, a usage write): an UPDATE alone takes them in whatever order its scan
+ * meets them, and against a batch holding some of them it deadlocked (measured: about one a
+ * minute under the ledger chaos test), a renewal failing after the deadlock timeout (1 s by
+ * default), which with a short lease let it expire under a run still executing.
+ */
 export async function renewLeased(
   db: Queryable,
   t: LeasedTable,
@@ -69,9 +77,13 @@ export async function renewLeased(
 ): Promise<Set<string>> {
   if (!o.ids.length) return new Set();
   const rows = await db.query<{ id: string }>(
-    `UPDATE ${t.table} SET lease_expires_at = ${leaseUntil('$3', '$4')}
-      WHERE id = ANY($1::uuid[]) AND lease_owner = $2 AND ${t.held}
-      RETURNING id`,
+    `WITH held AS (
+       SELECT id FROM ${t.table} WHERE id = ANY($1::uuid[]) AND lease_owner = $2 AND ${t.held}
+        ORDER BY id FOR NO KEY UPDATE
+     )
+     UPDATE ${t.table} j SET lease_expires_at = ${leaseUntil('$3', '$4')}
+       FROM held WHERE j.id = held.id
+     RETURNING j.id`,
     [o.ids, o.owner, o.now, o.leaseMs],
   );
   return new Set(rows.map((r) => r.id));
