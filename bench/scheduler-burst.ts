@@ -63,7 +63,11 @@ export interface ActivityShare {
 
 /** Statements of the service by their first words, named after the function that sends them. */
 const STATEMENTS: [RegExp, string][] = [
-  [/^SELECT item FROM svc_lock_then_query/, 'claimRuns (worker claim)'],
+  // The claim's three statements (a batch: the pick, the organizations' locks, the claim).
+  [/^SELECT set_config\('svc\.claim_picked'/, 'claimRuns (worker claim)'],
+  [/^SELECT count\(\*\)::int AS locked FROM/, 'claimRuns (worker claim)'],
+  [/^WITH clock AS MATERIALIZED/, 'claimRuns (worker claim)'],
+  [/^SELECT set_config\('plan_cache_mode'/, "Db.batch (a batch's plan settings)"],
   [/^WITH input AS \(\s+SELECT i\.\*, r\.task_id/, "recordLockedRunEndsStatement (worker: runs' ends)"],
   [
     /^SELECT t\.id FROM \(\s+SELECT count\(\*\) AS n FROM \(SELECT id FROM runs/,

@@ -11,8 +11,25 @@ export interface Queryable {
   exec(sql: string): Promise<void>;
 }
 
+/** A statement of a batch (Db.batch): a constant text of the code and its parameters. */
+export interface Statement {
+  sql: string;
+  params: readonly unknown[];
+}
+
 export interface Db extends Queryable {
   readonly backend: BackendProfile;
+  /**
+   * Several statements in one round trip and one transaction: they run in their order, each
+   * seeing what the earlier ones wrote (as in a READ COMMITTED transaction), and an error in one
+   * rolls all of them back. Each is planned once per connection, for any values, without
+   * sequential scans (its rows are reached by keys, whatever the tables' statistics said when
+   * it was planned). Resolves to the first row of each statement, by position (undefined: it
+   * returned none). Each must be one that returns rows (a SELECT, or a write with RETURNING):
+   * svc_batch refuses the others. PostgreSQL: one pipeline of the extended protocol
+   * (postgres.ts); the embedded database: one call of svc_batch (pglite-batch.ts).
+   */
+  batch(statements: readonly Statement[]): Promise<(Record<string, unknown> | undefined)[]>;
   /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   /**

@@ -1,6 +1,6 @@
-// One execution of one of the service's statements, as the pg driver's extension point for
-// custom queries (an object with submit(), as pg-cursor's): it writes the extended protocol's
-// messages itself and makes the answer's rows into objects as they arrive.
+// Statements of the service as the pg driver's extension point for custom queries (an object
+// with submit(), as pg-cursor's): it writes the extended protocol's messages itself and makes
+// the answer's rows into objects as they arrive. One statement, or several in one pipeline.
 //
 // Why not the driver's own Query: it asks PostgreSQL to describe the answer's columns at every
 // execution and parses that description each time (a task's 35 columns: names, type ids,
@@ -9,6 +9,12 @@
 // and a promise. A prepared statement's columns cannot change on its connection (PostgreSQL
 // refuses to run it if they would: "cached plan must not change result type"), so here they
 // are described once per statement and connection, and kept with that connection.
+//
+// Several statements go as one pipeline: Parse (when the connection has not prepared it),
+// Bind, Describe (when not described yet) and Execute of each, then one Sync. PostgreSQL runs
+// everything before a Sync in one implicit transaction (each statement with a new snapshot, as
+// in a READ COMMITTED transaction), committed at the Sync; after an error it skips the rest up
+// to the Sync and rolls the transaction back. One write, one wake-up of the backend, one commit.
 import { createRequire } from 'node:module';
 
 /** The driver's protocol connection, the part used here (pg's lib/connection.js). */
@@ -17,7 +23,7 @@ export interface DriverConnection {
   parsedStatements: Record<string, string | undefined>;
   submittedNamedStatements: Record<string, string | undefined>;
   parse(msg: { text: string; name?: string; types?: number[] }): void;
-  bind(msg: { portal: string; statement: string; values: unknown[]; valueMapper(v: unknown): unknown }): void;
+  bind(msg: { portal: string; statement: string; values: unknown[] }): void;
   describe(msg: { type: 'P' | 'S'; name: string }): void;
   execute(msg: { portal: string; rows?: number }): void;
   sync(): void;
@@ -40,6 +46,13 @@ export interface RowShape {
 /** How rows are made for a statement, given its described columns (postgres.ts decides). */
 export type ShapeOf = (text: string, fields: readonly DriverField[]) => RowShape;
 
+/** One statement: its text, the name it is prepared under (undefined: parsed at each execution), its parameters. */
+export interface PipelinedStatement {
+  text: string;
+  name: string | undefined;
+  values: readonly unknown[];
+}
+
 // The driver's own conversion of parameters (dates, arrays, buffers, objects as JSON), which
 // its Query uses too; its lib files are part of its package's exports.
 const { prepareValue } = createRequire(import.meta.url)('pg/lib/utils.js') as {
@@ -49,57 +62,78 @@ const { prepareValue } = createRequire(import.meta.url)('pg/lib/utils.js') as {
 /** Row shapes by connection, then statement name. */
 const described = new WeakMap<DriverConnection, Map<string, RowShape>>();
 
-export class StatementQuery {
-  /** Read by the driver: a named statement is remembered as parsed once PostgreSQL says so. */
-  readonly name: string | undefined;
-  readonly text: string;
-  /** Set by the driver (client.query or the pool) before submit. */
-  callback: ((err: Error | null, rows?: unknown[]) => void) | undefined;
-  readonly #values: readonly unknown[];
+export class PipelineQuery {
+  /** Set by the driver (client.query or the pool) before submit: the rows of each statement. */
+  callback: ((err: Error | null, rows?: unknown[][]) => void) | undefined;
+  readonly #statements: readonly PipelinedStatement[];
   readonly #shapeOf: ShapeOf;
-  #shape: RowShape | undefined;
-  #rows: unknown[] = [];
-  /** A row that could not be read: reported when PostgreSQL is done with the statement. */
+  readonly #rows: unknown[][];
+  /** Each statement's shape: known at submit when its connection described it before. */
+  readonly #shapes: (RowShape | undefined)[];
+  /** The statements this pipeline sent a Parse for (named ones). */
+  readonly #parsing: boolean[];
+  /** The statement whose answer is arriving (each ends with CommandComplete). */
+  #current = 0;
+  /** A row that could not be read, or a parameter that could not be sent: reported at the end. */
   #failure: Error | undefined;
   #connection: DriverConnection | undefined;
 
-  constructor(text: string, name: string | undefined, values: readonly unknown[], shapeOf: ShapeOf) {
-    this.text = text;
-    this.name = name;
-    this.#values = values;
+  constructor(statements: readonly PipelinedStatement[], shapeOf: ShapeOf) {
+    this.#statements = statements;
     this.#shapeOf = shapeOf;
+    this.#rows = statements.map(() => []);
+    this.#shapes = statements.map(() => undefined);
+    this.#parsing = statements.map(() => false);
+  }
+
+  /**
+   * Read by the driver when PostgreSQL reports a Parse done (it then remembers the statement as
+   * prepared on the connection) or refuses a statement (it forgets the Parse it was told of):
+   * the statement whose answer is arriving, when this pipeline parsed it. Its Parse's answer
+   * comes after the previous statement's CommandComplete and before its own.
+   */
+  get name(): string | undefined {
+    return this.#parsing[this.#current] ? this.#statements[this.#current]?.name : undefined;
+  }
+
+  get text(): string {
+    return this.#statements[this.#current]?.text ?? '';
   }
 
   submit(connection: DriverConnection): null {
     this.#connection = connection;
-    const name = this.name ?? '';
+    let values: unknown[][];
+    try {
+      values = this.#statements.map((s) => s.values.map(prepareValue));
+    } catch (err) {
+      // A parameter the driver cannot convert: nothing of the pipeline is sent, the connection
+      // stays usable (the Sync alone gets the ReadyForQuery that ends this query).
+      this.#failure = err as Error;
+      connection.sync();
+      return null;
+    }
+    const known = described.get(connection);
     connection.stream.cork?.();
     try {
-      const parsed =
-        this.name !== undefined &&
-        (connection.parsedStatements[name] !== undefined ||
-          connection.submittedNamedStatements[name] !== undefined);
-      if (!parsed) {
-        connection.parse({ text: this.text, name, types: [] });
-        if (this.name !== undefined) connection.submittedNamedStatements[name] = this.text;
+      for (const [i, s] of this.#statements.entries()) {
+        const name = s.name ?? '';
+        const prepared =
+          s.name !== undefined &&
+          (connection.parsedStatements[name] !== undefined ||
+            connection.submittedNamedStatements[name] !== undefined);
+        if (!prepared) {
+          connection.parse({ text: s.text, name, types: [] });
+          if (s.name !== undefined) {
+            connection.submittedNamedStatements[name] = s.text;
+            this.#parsing[i] = true;
+          }
+        }
+        connection.bind({ portal: '', statement: name, values: values[i] as unknown[] });
+        const shape = s.name === undefined ? undefined : known?.get(name);
+        this.#shapes[i] = shape;
+        if (!shape) connection.describe({ type: 'P', name: '' });
+        connection.execute({ portal: '' });
       }
-      try {
-        connection.bind({
-          portal: '',
-          statement: name,
-          values: this.#values as unknown[],
-          valueMapper: prepareValue,
-        });
-      } catch (err) {
-        // A parameter the driver cannot convert: the message is built before it is written, so
-        // nothing of it was sent; the statement stays prepared and the connection usable.
-        connection.sync();
-        this.#failure = err as Error;
-        return null;
-      }
-      this.#shape = this.name === undefined ? undefined : described.get(connection)?.get(name);
-      if (!this.#shape) connection.describe({ type: 'P', name: '' });
-      connection.execute({ portal: '' });
       connection.sync();
     } finally {
       connection.stream.uncork?.();
@@ -108,20 +142,22 @@ export class StatementQuery {
   }
 
   handleRowDescription(msg: { fields: DriverField[] }): void {
-    const shape = this.#shapeOf(this.text, msg.fields);
-    this.#shape = shape;
-    if (this.name === undefined || !this.#connection) return;
+    const s = this.#statements[this.#current];
+    if (!s) return;
+    const shape = this.#shapeOf(s.text, msg.fields);
+    this.#shapes[this.#current] = shape;
+    if (s.name === undefined || !this.#connection) return;
     let byName = described.get(this.#connection);
     if (!byName) {
       byName = new Map();
       described.set(this.#connection, byName);
     }
-    byName.set(this.name, shape);
+    byName.set(s.name, shape);
   }
 
   handleDataRow(msg: { fields: (string | null)[] }): void {
     if (this.#failure) return;
-    const shape = this.#shape;
+    const shape = this.#shapes[this.#current];
     if (!shape) {
       this.#failure = new Error('a row arrived before its columns were described');
       return;
@@ -137,12 +173,16 @@ export class StatementQuery {
       this.#failure = err as Error;
       return;
     }
-    this.#rows.push(shape.make(values));
+    this.#rows[this.#current]?.push(shape.make(values));
   }
 
-  handleCommandComplete(): void {}
+  handleCommandComplete(): void {
+    this.#current++;
+  }
 
-  handleEmptyQuery(): void {}
+  handleEmptyQuery(): void {
+    this.#current++;
+  }
 
   handlePortalSuspended(): void {}
 
@@ -153,6 +193,15 @@ export class StatementQuery {
   handleCopyData(): void {}
 
   handleError(err: Error): void {
+    // The driver has forgotten the refused statement's Parse (by `name`); the statements after
+    // it were skipped, their Parses too, so they are not prepared either.
+    const connection = this.#connection;
+    if (connection) {
+      for (let i = this.#current + 1; i < this.#statements.length; i++) {
+        const name = this.#statements[i]?.name;
+        if (this.#parsing[i] && name !== undefined) delete connection.submittedNamedStatements[name];
+      }
+    }
     const failure = this.#failure ?? err;
     this.#failure = undefined;
     this.callback?.(failure);

@@ -1,6 +1,7 @@
 import { PGlite, types } from '@electric-sql/pglite';
 import { lockDataDir } from './data-dir-lock.ts';
 import { type Db, PGLITE_PROFILE, type Queryable } from './db.ts';
+import { svcBatch } from './pglite-batch.ts';
 import {
   DURABLE_START_PARAMS,
   NON_DURABLE_START_PARAMS,
@@ -87,12 +88,14 @@ export async function openPglite(
 /** The Db seam over an open PGlite instance; `onClose` runs after the instance closes. */
 export function pgliteDb(pg: PGlite, onClose: () => void = () => undefined): Db {
   const statements = new PgliteStatements(pg);
+  const query = async <R>(sql: string, params: readonly unknown[] = []) => {
+    await afterPendingIo();
+    return statements.query<R>(sql, params);
+  };
   return {
     backend: PGLITE_PROFILE,
-    async query<R>(sql: string, params: readonly unknown[] = []) {
-      await afterPendingIo();
-      return statements.query<R>(sql, params);
-    },
+    query,
+    batch: svcBatch(query),
     async exec(sql: string) {
       await afterPendingIo();
       await pg.exec(sql);

@@ -1,7 +1,14 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { type Db, isDatabaseUnavailable, PLAN_EACH_TIME, postgresProfile, type Queryable } from './db.ts';
-import { type DriverField, type RowShape, StatementQuery } from './pg-statement.ts';
+import {
+  type Db,
+  isDatabaseUnavailable,
+  PLAN_EACH_TIME,
+  postgresProfile,
+  type Queryable,
+  type Statement,
+} from './db.ts';
+import { type DriverField, type PipelinedStatement, PipelineQuery, type RowShape } from './pg-statement.ts';
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;
@@ -150,7 +157,13 @@ function rowMaker(sql: string, fields: readonly { name: string }[]): RowMaker {
 }
 
 /** The driver's query() as the service calls it: an extension-point query and a callback. */
-type SubmitQuery = (query: StatementQuery, callback: (err: Error | null, rows?: unknown[]) => void) => void;
+type SubmitQuery = (query: PipelineQuery, callback: (err: Error | null, rows?: unknown[][]) => void) => void;
+
+function submitted(submit: SubmitQuery, statements: PipelinedStatement[]): Promise<unknown[][]> {
+  return new Promise((resolve, reject) => {
+    submit(new PipelineQuery(statements, shapeOf), (err, rows) => (err ? reject(err) : resolve(rows ?? [])));
+  });
+}
 
 /**
  * Statements on a connection of the pool. One PostgreSQL refused (an error it reported, the
@@ -186,8 +199,8 @@ function wrap(client: pg.Pool | pg.PoolClient, submit: SubmitQuery): Queryable {
   return {
     query<R>(sql: string, params: readonly unknown[] = []) {
       return new Promise<R[]>((resolve, reject) => {
-        submit(new StatementQuery(sql, nameOf(sql), params, shapeOf), (err, rows) =>
-          err ? reject(err) : resolve((rows ?? []) as R[]),
+        submit(new PipelineQuery([{ text: sql, name: nameOf(sql), values: params }], shapeOf), (err, rows) =>
+          err ? reject(err) : resolve((rows?.[0] ?? []) as R[]),
         );
       });
     },
@@ -195,6 +208,44 @@ function wrap(client: pg.Pool | pg.PoolClient, submit: SubmitQuery): Queryable {
       await client.query(sql);
     },
   };
+}
+
+/**
+ * What a batch's statements are planned with, set for its transaction only (set_config's
+ * is_local): one generic plan each, made once per connection (the statements batched are writes
+ * and reads by keys and arrays of keys, whose plans do not depend on the values, and planning
+ * them cost more than running them), and no sequential scans, so that a plan made on small or
+ * empty tables (a new installation, statistics of a drained queue) still reaches its rows by
+ * their indexes when the tables have grown. As migration 0021 sets them for svc_batch.
+ */
+const BATCH_SETTINGS = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode,
+        set_config('enable_seqscan', 'off', true) AS enable_seqscan`;
+
+/**
+ * Batched statements are prepared under names of their own, so that their plans are only ever
+ * made under BATCH_SETTINGS (a prepared statement keeps the plan it made, whatever the settings
+ * of the executions after it).
+ */
+const batchNames = new Map<string, string>();
+function batchNameOf(sql: string): string {
+  let name = batchNames.get(sql);
+  if (name === undefined) {
+    name = `svc_b_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
+    batchNames.set(sql, name);
+  }
+  return name;
+}
+
+/** A batch (Db.batch) as one pipeline: the settings, then its statements, one Sync. */
+async function batchOf(
+  submit: SubmitQuery,
+  statements: readonly Statement[],
+): Promise<(Record<string, unknown> | undefined)[]> {
+  const rows = await submitted(submit, [
+    { text: BATCH_SETTINGS, name: batchNameOf(BATCH_SETTINGS), values: [] },
+    ...statements.map((s) => ({ text: s.sql, name: batchNameOf(s.sql), values: s.params })),
+  ]);
+  return statements.map((_, i) => rows[i + 1]?.[0] as Record<string, unknown> | undefined);
 }
 
 export async function openPostgres(
@@ -210,11 +261,13 @@ export async function openPostgres(
   // fails that statement (its callback, in submitToPool), and this listener keeps the client's
   // 'error' event from ending the process.
   pool.on('connect', (client) => client.on('error', () => undefined));
-  const base = wrap(pool, submitToPool(pool));
+  const submit = submitToPool(pool);
+  const base = wrap(pool, submit);
   return {
     backend: postgresProfile(poolSize),
     query: base.query,
     exec: base.exec,
+    batch: (statements) => batchOf(submit, statements),
     async transaction(fn) {
       const client = await pool.connect();
       // The pool listens for errors only on idle clients. A connection lost while this one is

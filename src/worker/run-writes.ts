@@ -1,4 +1,4 @@
-import { type Db, isDatabaseUnavailable } from '../db/db.ts';
+import { type Db, isDatabaseUnavailable, type Statement } from '../db/db.ts';
 import {
   type EndedRun,
   endedRuns,
@@ -8,7 +8,6 @@ import {
   recordLockedRunEndsStatement,
 } from '../db/sql/run-queue.ts';
 import type { RunRow } from '../db/sql/runs.ts';
-import { runStatementBatch, type Statement } from '../db/sql/statement-batch.ts';
 import { type ModelCallUsage, recordModelCallsStatement } from '../db/sql/usage.ts';
 import { GroupCommit } from '../lib/group-commit.ts';
 
@@ -93,7 +92,7 @@ function roundsOfDistinctTasks(ends: readonly EndWrite[]): EndWrite[][] {
  * alone (a run's end is still conditioned on its lease, run by run); only the round trip, the
  * commit, the locks and the notifications are shared.
  *
- * Every batch is one round trip and one transaction (runStatementBatch): with usage alone, one
+ * Every batch is one round trip and one transaction (Db.batch): with usage alone, one
  * statement (recordModelCallsStatement, which locks its runs' rows before their ledger rows); with ends,
  * a statement that takes its runs' rows and
  * then its ending runs' tasks' rows, each in id order
@@ -161,7 +160,7 @@ export class RunWriteBatcher {
   }
 
   /**
-   * The batch's writes in one round trip and one transaction (runStatementBatch): the locks, the
+   * The batch's writes in one round trip and one transaction (Db.batch): the locks, the
    * usage, then the ends, one statement for the runs of distinct tasks (recordLockedRunEndsStatement);
    * the ends' rows in the order of `ends`.
    */
@@ -185,7 +184,7 @@ export class RunWriteBatcher {
         ),
       );
     }
-    const rows = await runStatementBatch(this.#db, statements);
+    const rows = await this.#db.batch(statements);
     const ended = new Map(rows.slice(first).flatMap((row) => endedRuns(row).map((r) => [r.id, r] as const)));
     return ends.map((e) => ended.get(e.run.id));
   }
@@ -231,7 +230,7 @@ export class RunWriteBatcher {
     try {
       ended = ends.length ? await this.#record(calls, ends) : [];
       // Usage alone is one statement, committed by itself (a batch of one: planned once).
-      if (!ends.length) await runStatementBatch(this.#db, [recordModelCallsStatement(calls)]);
+      if (!ends.length) await this.#db.batch([recordModelCallsStatement(calls)]);
     } catch (err) {
       if (batch.length === 1 || isDatabaseUnavailable(err)) {
         for (const w of batch) w.reject(err);

@@ -1,8 +1,7 @@
-import type { Queryable } from '../db.ts';
+import type { Db, Statement } from '../db.ts';
 import { LOCK_CLASSES } from './advisory-locks.ts';
 import { RUN_CONTEXT_COLUMNS, type RunContextRow, runContextFromJson } from './run-context.ts';
 import { type RunRow, runFromJson } from './runs.ts';
-import type { Statement } from './statement-batch.ts';
 
 /**
  * The worker's claim of pending runs (the queue itself is described in run-queue.ts).
@@ -22,15 +21,18 @@ import type { Statement } from './statement-batch.ts';
  * between (another worker took places, a run was canceled), the claim takes fewer runs than
  * were picked and the worker looks again, so the fair order holds across workers too.
  *
- * One round trip: svc_lock_then_query (migration 0020) runs the pick, takes the locks and runs
- * the claim, each with its own snapshot, in one statement that commits by itself. The claim
- * returns each run with its context (task, skills, sources, organization), read in the
- * claim's snapshot, in which the run's task necessarily exists.
+ * One round trip: a batch (Db.batch) of the pick, the locks and the claim, each with its own
+ * snapshot, in one transaction; the pick's answer goes to the two statements after it in a
+ * setting of that transaction (set_config's is_local), since a batch's statements are sent
+ * together. The claim returns each run with its context (task, skills, sources, organization),
+ * read in the claim's snapshot, in which the run's task necessarily exists. (Migration 0020's
+ * svc_lock_then_query did the same in one function call; processes of the previous version
+ * call it during an upgrade.)
  *
  * Cost: the organizations with pending runs are found by a loose index scan (one index probe
  * per organization, not one row per pending run), and each contributes at most
  * min(limit, orgLimit - running) of its oldest runs, so the work does not grow with the backlog.
- * Both statements are prepared once per connection by the function and planned once (planning
+ * The statements are prepared once per connection and planned once, by Db.batch (planning
  * the pick took 0.8 ms and running it 0.2 ms, measured with 4 organizations; a claim of one run,
  * with its context, costs its database backend about 1.1 ms of CPU, against 1.4 ms for the five
  * statements it replaces), so a plan lives on whatever the statistics said when it was made,
@@ -38,7 +40,7 @@ import type { Statement } from './statement-batch.ts';
  * The shape is therefore fixed by the query and the indexes, not by the estimates: the
  * recursive scan and the LATERAL ... LIMIT can only be served by runs_pending_org_idx, the one
  * index over pending runs that a statement about organizations may use (migration 0026), and
- * the function plans without sequential scans. test/run-claim-plans.test.ts checks that a
+ * the batch plans without sequential scans. test/run-claim-plans.test.ts checks that a
  * claim planned on a drained queue reads no more runs than it takes when a backlog follows.
  * No SKIP LOCKED: the other writers of a pending run are cancellations and deletions, which
  * the update waits for and then rechecks.
@@ -142,11 +144,29 @@ const CLAIM = `WITH clock AS MATERIALIZED (
           AND runs.id IN (SELECT value::uuid FROM jsonb_array_elements_text($2->'runs'))
        RETURNING runs.*
      )
-     SELECT coalesce(json_agg(json_build_object('run', row_to_json(claimed), 'context', row_to_json(ctx))), '[]'::json)
+     SELECT coalesce(json_agg(json_build_object('run', row_to_json(claimed), 'context', row_to_json(ctx))), '[]'::json) AS claimed
        FROM claimed
        LEFT JOIN LATERAL (SELECT ${RUN_CONTEXT_COLUMNS} FROM tasks t WHERE t.id = claimed.task_id) ctx ON true`;
 
-const CLAIM_STATEMENT = 'SELECT item FROM svc_lock_then_query($1::int, $2, $3, $4::jsonb) AS item';
+/** The setting the pick is kept in for the statements after it, for its transaction only. */
+const PICKED = "current_setting('svc.claim_picked')::jsonb";
+
+/** PICK, its answer kept for the lock and the claim (set_config's is_local: until the commit). */
+const PICK_AND_KEEP = `SELECT set_config('svc.claim_picked', p.picked::text, true)::jsonb AS picked
+       FROM (${PICK.replaceAll(/\$1\b/g, '($1::jsonb)')}) AS p(picked)`;
+
+/**
+ * The claim locks of the organizations picked, in the order of their keys (so that two claims
+ * never wait for each other in a cycle). OFFSET 0 keeps the subquery from being merged into the
+ * count, and a volatile function's column is never dropped as unused: each lock is taken.
+ */
+const LOCK_PICKED = `SELECT count(*)::int AS locked FROM (
+       SELECT pg_advisory_xact_lock($1::int, k.key) FROM (
+         SELECT e.key::int AS key FROM jsonb_array_elements_text(${PICKED} -> 'keys') AS e(key) ORDER BY 1
+       ) AS k OFFSET 0
+     ) AS l`;
+
+const CLAIM_PICKED = CLAIM.replaceAll(/\$1\b/g, '($1::jsonb)').replaceAll(/\$2\b/g, `(${PICKED})`);
 
 export function claimArgs(o: ClaimOptions): string {
   return JSON.stringify({
@@ -160,26 +180,32 @@ export function claimArgs(o: ClaimOptions): string {
 
 /** The pick as a statement of its own (benchmarks explain it: it is what grows with organizations). */
 export function pickStatement(o: ClaimOptions): { sql: string; params: unknown[] } {
-  // Alone, its parameter has no type for the operators to resolve on (the function passes jsonb).
+  // Alone, its parameter needs a type for the operators to resolve on.
   return { sql: PICK.replaceAll(/\$1\b/g, '($1::jsonb)'), params: [claimArgs(o)] };
 }
 
+/**
+ * The claim's three statements, a batch (one round trip, one transaction, each statement with
+ * a snapshot of its own): the pick, the locks of the organizations it picked, then the claim,
+ * whose snapshot is taken once the locks are held.
+ */
+export function claimStatements(o: ClaimOptions): Statement[] {
+  const args = claimArgs(o);
+  return [
+    { sql: PICK_AND_KEEP, params: [args] },
+    { sql: LOCK_PICKED, params: [LOCK_CLASSES.runClaimOrganization] },
+    { sql: CLAIM_PICKED, params: [args] },
+  ];
+}
+
 /** Claims up to `limit` pending runs, with their context (see above). */
-export async function claimRuns(db: Queryable, o: ClaimOptions): Promise<Claim> {
-  type Item = { picked: number } | ClaimedJson;
-  const rows = await db.query<{ item: Item }>(CLAIM_STATEMENT, [
-    LOCK_CLASSES.runClaimOrganization,
-    PICK,
-    CLAIM,
-    claimArgs(o),
-  ]);
-  let picked = 0;
-  const runs: ClaimedRun[] = [];
-  for (const { item } of rows) {
-    if ('picked' in item) picked = item.picked;
-    else runs.push(claimedFromJson(item));
-  }
-  return { runs, picked };
+export async function claimRuns(db: Db, o: ClaimOptions): Promise<Claim> {
+  const [pick, , claim] = await db.batch(claimStatements(o));
+  const claimed = (claim?.claimed ?? []) as ClaimedJson[];
+  return {
+    runs: claimed.map(claimedFromJson),
+    picked: Number((pick?.picked as { picked?: number } | undefined)?.picked ?? 0),
+  };
 }
 
 type ClaimedJson = { run: RunRow; context: RunContextRow | null };
@@ -189,7 +215,7 @@ function claimedFromJson(item: ClaimedJson): ClaimedRun {
 }
 
 /**
- * The organization's claim lock, as svc_lock_then_query takes it (key: hashtext of its id), as a
+ * The organization's claim lock, as a claim takes it (LOCK_PICKED; key: hashtext of its id), as a
  * statement of a batch: a statement after it that counts the organization's running runs and
  * looks for its pending ones (run-now.ts, a run claimed at its creation) decides as a claim does.
  */

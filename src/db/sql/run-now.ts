@@ -1,4 +1,4 @@
-import type { Queryable } from '../db.ts';
+import type { Db, Statement } from '../db.ts';
 import {
   type ClaimedRun,
   type ClaimOptions,
@@ -15,7 +15,6 @@ import {
   runFromJson,
   SELECT_RUN_NOTIFIED,
 } from './runs.ts';
-import { runStatementBatch, type Statement } from './statement-batch.ts';
 import { LOCK_TASK_SQL } from './tasks.ts';
 
 /** What run now's one round trip made: the run as created, and the claim of it, if one was made. */
@@ -26,7 +25,7 @@ export interface CreatedRun {
 }
 
 /**
- * Run now's common case in one round trip (runStatementBatch): the task's row locked, then the
+ * Run now's common case in one round trip (Db.batch): the task's row locked, then the
  * run inserted with its ledger row, only when nothing could refuse it: no run of the task in
  * flight (read after the lock is held, so a run created by a run now that held it before is
  * seen), no monthly cost limit on the task, and an organization whose plan and overrides set no
@@ -38,7 +37,7 @@ export interface CreatedRun {
  * `claim`: this process's worker has a place reserved for the run, and the run is inserted
  * already claimed by that worker (running, under its lease, with its context) when a claim
  * would take it: under the organization's claim lock (taken by the statement before, as
- * svc_lock_then_query takes it), no run of the organization is pending (an older one would be
+ * a claim takes it), no run of the organization is pending (an older one would be
  * claimed first: the fair order) and the organization has a place under `orgLimit`. That saves
  * the NOTIFY, the worker's claim round trip, and the run's pending row version with its index
  * entries. A run that is not claimed, and every run created without `claim`, is inserted
@@ -46,20 +45,20 @@ export interface CreatedRun {
  * created, pending, as run now always answers.
  */
 export async function insertRunIfUnrestricted(
-  db: Queryable,
+  db: Db,
   row: NewRun,
   limitedPlans: readonly string[],
   claim?: ClaimOptions,
 ): Promise<CreatedRun | undefined> {
   const lock: Statement = { sql: LOCK_TASK_SQL, params: [row.organizationId, row.taskId] };
   if (!claim) {
-    const [, run] = await runStatementBatch(db, [
+    const [, run] = await db.batch([
       lock,
       { sql: INSERT_UNRESTRICTED_NOTIFY_SQL, params: [...insertParams(row), limitedPlans] },
     ]);
     return run ? { run: runFromJson(run as unknown as RunRow), claimed: undefined } : undefined;
   }
-  const [, , made] = await runStatementBatch(db, [
+  const [, , made] = await db.batch([
     lock,
     lockOrganizationClaimsStatement(row.organizationId),
     {

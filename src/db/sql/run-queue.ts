@@ -1,8 +1,7 @@
-import { PLAN_EACH_TIME, type Queryable } from '../db.ts';
+import { type Db, PLAN_EACH_TIME, type Queryable, type Statement } from '../db.ts';
 import { deliveryTargets } from './delivery-targets.ts';
 import { type LeasedTable, releaseLeased, renewLeased } from './leased-jobs.ts';
 import type { RunRow } from './runs.ts';
-import { runStatementBatch, type Statement } from './statement-batch.ts';
 import { insertNoticeJobs, pruneNoticeJobs } from './task-notices.ts';
 
 /**
@@ -151,7 +150,7 @@ const LOCK_RUN_AND_TASK = `WITH r AS MATERIALIZED (SELECT task_id FROM runs WHER
  * check and one set of index openings for all of them, where a statement per run paid those per
  * run (most of a run's end cost in the database). Every CTE carries the run's id (run_id) and
  * each big table is reached through the = ANY of the runs' ids, so that the forced generic plan
- * (svc_batch) probes their indexes whatever the number of runs. Two runs of one task must not
+ * (Db.batch) probes their indexes whatever the number of runs. Two runs of one task must not
  * be in one statement: each must see what the other's end did to the task (recordLockedRunEndsStatement).
  */
 const RECORD_RUN_ENDS = `WITH input AS (
@@ -304,7 +303,7 @@ const LOCK_RUNS_AND_TASKS = `SELECT t.id FROM (
 /**
  * Locks the rows of several runs, then the rows of the tasks of those of them that are ending
  * (their ids given by the caller: a run's task never changes), each set in id order, in one
- * statement (sent in a batch, statement-batch.ts). Every transaction that finishes runs takes its runs before their tasks, and a
+ * statement (sent in a batch, Db.batch). Every transaction that finishes runs takes its runs before their tasks, and a
  * batch takes each set in one fixed order, so two batches ending runs of the same tasks wait
  * for each other instead of deadlocking. A run that no longer exists (deleted with its task) is
  * simply not locked.
@@ -343,7 +342,7 @@ export async function recordLockedRunEnd(
 }
 
 /**
- * The ends of `ends` in one statement (RECORD_RUN_ENDS), for a batch (statement-batch.ts) whose
+ * The ends of `ends` in one statement (RECORD_RUN_ENDS), for a batch (Db.batch) whose
  * caller has locked their runs and tasks (lockRunsAndTasksStatement). The runs' tasks must be
  * distinct: two ends of one task go in two statements, one after the other, so that the second
  * sees the first's effect on the task. Its row is read by endedRuns.
@@ -379,13 +378,13 @@ export function endedRuns(row: Record<string, unknown> | undefined): EndedRun[] 
  * (notifyIfClaimable for several organizations).
  */
 export async function notifyRunEnds(
-  tx: Queryable,
+  db: Db,
   deliveries: boolean,
   organizationIds: readonly string[],
   orgLimit: number,
 ): Promise<void> {
   // A batch of one, so that it is planned once (its plan does not depend on the values).
-  await runStatementBatch(tx, [{ sql: NOTIFY_RUN_ENDS, params: [deliveries, organizationIds, orgLimit] }]);
+  await db.batch([{ sql: NOTIFY_RUN_ENDS, params: [deliveries, organizationIds, orgLimit] }]);
 }
 
 const NOTIFY_RUN_ENDS = `SELECT CASE WHEN $1::boolean THEN pg_notify('svc_deliveries', '') END AS deliveries,

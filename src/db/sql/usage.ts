@@ -1,5 +1,4 @@
-import type { Queryable } from '../db.ts';
-import type { Statement } from './statement-batch.ts';
+import type { Queryable, Statement } from '../db.ts';
 
 /**
  * The usage ledger: one row per run, written with the run (see insertRun). Its tokens and cost
@@ -47,7 +46,7 @@ const RECORD_MODEL_CALLS = `WITH input AS (
       WHERE r.id = l.run_id AND (r.cost_cents < l.cost_cents OR r.tokens_used < l.tokens_used)
         AND NOT EXISTS (SELECT 1 FROM unnest($6::uuid[], $7::text[]) e(run_id, worker_id)
                          WHERE e.run_id = r.id AND r.status = 'running' AND r.lease_owner = e.worker_id)
-     -- Rows returned, so that the statement can be one of a batch (statement-batch.ts).
+     -- Rows returned, so that the statement can be one of a batch (Db.batch).
      RETURNING r.id`;
 
 /**
@@ -57,7 +56,7 @@ const RECORD_MODEL_CALLS = `WITH input AS (
  *
  * The runs' rows are locked first, in id order, before the ledger rows: a cancel and a run's end
  * take a run's row before its ledger row, and the opposite order could deadlock with them. One
- * statement, sent in a batch (statement-batch.ts).
+ * statement, sent in a batch (Db.batch).
  *
  * `endingNext`: runs whose end (recordLockedRunEndsStatement, which sets a run's tokens and cost
  * from its ledger row) follows in the same transaction, each with the worker that must hold it;
