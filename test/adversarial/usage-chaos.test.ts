@@ -86,7 +86,11 @@ describe('the usage ledger under chaos', () => {
       ...(role && { SVC_ROLE: role }),
       SVC_MODEL_BASE_URL: model.url,
       SVC_MODEL_API_KEY: key,
-      SVC_RUN_LEASE_SECONDS: '2',
+      // Short, so that a killed worker's runs are taken over soon; not shorter: a lease lost by a
+      // live worker stops its run, and an answer arriving then is lost (docs/api.md). With 2 s
+      // (renewed every 667 ms), 4 of these tests at once beside 2 busy loops, a worker started
+      // a moment before sometimes renewed 1.0-1.6 s late and lost a run (3 of 56 runs failed so).
+      SVC_RUN_LEASE_SECONDS: '4',
       SVC_ORG_CONCURRENCY: '16',
       // Answers are held through a SIGTERM's grace period, which ends with calls cut off.
       SVC_SHUTDOWN_GRACE_SECONDS: '1',
