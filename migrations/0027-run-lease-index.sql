@@ -1,0 +1,15 @@
+-- Lease recovery reads the running runs through runs_running_org_idx; runs_running_lease_idx goes.
+--
+-- A run's claim cannot be a HOT update (status is in the partial indexes' predicates): the new
+-- row version gets an entry in every index whose predicate it matches, and a running run matched
+-- two indexes of running runs, runs_running_org_idx (the per-organization concurrency count) and
+-- runs_running_lease_idx (lease_expires_at). The second was read only by lease recovery
+-- (lockExpiredLeases, every few seconds), which now reads the running runs through the first: at
+-- most the workers' concurrency in rows, sorted by their lease. What it buys: one index entry
+-- fewer at each claim, and a lease's renewal, which changes lease_expires_at only, no longer
+-- changes an indexed column and can be a HOT update (no entry in any index) where it had to add
+-- one to each of the run's seven indexes every third of a lease.
+--
+-- Processes of the previous version recover leases with the same statement: it reads the same
+-- rows through the other index.
+DROP INDEX runs_running_lease_idx;
