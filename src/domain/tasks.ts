@@ -10,6 +10,7 @@ import {
   findTask,
   listTasks,
   lockTask,
+  lockTaskRunsInFlight,
   replaceTaskDestinations,
   replaceTaskSkills,
   replaceTaskSources,
@@ -367,8 +368,13 @@ export async function deleteOrganizationTask(
   ifMatch?: string,
 ): Promise<void> {
   const deleted = await deleteIfMatch(deps.db, ifMatch, {
-    locked: async (tx) =>
-      ((await lockTask(tx, organizationId, id)) && (await findTask(tx, organizationId, id))) || undefined,
+    locked: async (tx) => {
+      // Its runs in flight before the task's row, as the delete takes them (lockTaskRunsInFlight).
+      await lockTaskRunsInFlight(tx, organizationId, id);
+      return (
+        ((await lockTask(tx, organizationId, id)) && (await findTask(tx, organizationId, id))) || undefined
+      );
+    },
     view: taskView,
     remove: (tx) => deleteTask(tx, organizationId, id),
   });

@@ -154,6 +154,23 @@ export async function updateTask(
 }
 
 /**
+ * The task's runs in flight, locked as its delete's cascade will take them, in id order ($1:
+ * organization, $2: task). A worker's write batch locks the runs it ends and then their tasks
+ * (lockRunsAndTasksStatement): a delete that took the task's row first and then its runs (by
+ * cascade) deadlocked with a batch holding one of them, one of the two failing after the deadlock
+ * timeout. Taken first, the delete waits for the batch instead. Ended runs are not locked: no
+ * writer takes an ended run and then its task.
+ */
+const LOCK_RUNS_IN_FLIGHT = `SELECT id FROM runs
+        WHERE task_id = $2 AND organization_id = $1 AND status IN ('pending', 'running')
+        ORDER BY id FOR UPDATE`;
+
+/** Locks the task's runs in flight (see LOCK_RUNS_IN_FLIGHT), before a delete takes the task's row. */
+export async function lockTaskRunsInFlight(db: Queryable, organizationId: string, id: string): Promise<void> {
+  await db.query(LOCK_RUNS_IN_FLIGHT, [organizationId, id]);
+}
+
+/**
  * Deletes the task (its runs go with it). Returns undefined when there was no such task, else
  * whether a run of it was running: deleting that run frees a place under the organization's
  * concurrency limit. (The statement's snapshot still shows the runs the cascade deletes.)
@@ -164,7 +181,13 @@ export async function deleteTask(
   id: string,
 ): Promise<{ hadRunning: boolean } | undefined> {
   const [row] = await db.query<{ had_running: boolean }>(
-    `WITH gone AS (DELETE FROM tasks WHERE organization_id = $1 AND id = $2 RETURNING id)
+    `WITH held AS (${LOCK_RUNS_IN_FLIGHT}),
+     gone AS (
+       DELETE FROM tasks WHERE organization_id = $1 AND id = $2
+          -- Evaluated once, before the task's row is taken: its runs in flight are taken first.
+          AND (SELECT count(*) FROM held) >= 0
+       RETURNING id
+     )
      SELECT EXISTS (SELECT 1 FROM runs r JOIN gone ON r.task_id = gone.id WHERE r.status = 'running') AS had_running
        FROM gone`,
     [organizationId, id],
