@@ -76,6 +76,17 @@ export function isDatabaseUnavailable(err: unknown): boolean {
 }
 
 /**
+ * A transaction PostgreSQL aborted for a conflict with another that it could not otherwise
+ * resolve: a deadlock (40P01) or a serialization failure (40001). Nothing of it was applied, and
+ * the same request sent again would normally succeed: the writers of the service take their rows
+ * in one order, so this is a sign of an order missed, not of the request.
+ */
+export function isTransientConflict(err: unknown): boolean {
+  const code = err instanceof Error ? (err as { code?: unknown }).code : undefined;
+  return code === '40P01' || code === '40001';
+}
+
+/**
  * A leading comment for statements that must be planned for the parameter values of each
  * execution, never with a cached generic plan (see the PostgreSQL adapter). Harmless elsewhere.
  */

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { isDatabaseUnavailable } from '../../db/db.ts';
+import { isDatabaseUnavailable, isTransientConflict } from '../../db/db.ts';
 import { AppError, type ErrorCode, type ErrorDetail, errorBody } from '../../lib/errors.ts';
 import { type AjvIssue, validationError } from '../../lib/validation-error.ts';
 import type { App } from '../types.ts';
@@ -79,6 +79,13 @@ export function toAppError(err: FastifyError | AppError | Error): AppError {
       headers: { 'retry-after': '5' },
       cause: err,
     });
+  }
+  if (isTransientConflict(err)) {
+    return new AppError(
+      'service_unavailable',
+      'The request met a concurrent change in the database and was not applied; retry it',
+      { headers: { 'retry-after': '1' }, cause: err },
+    );
   }
   return new AppError('internal_error', 'Internal server error', { cause: err });
 }
