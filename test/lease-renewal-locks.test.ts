@@ -6,10 +6,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { renewLeases } from '../src/db/sql/run-queue.ts';
-import { insertRun } from '../src/db/sql/runs.ts';
 import { newId } from '../src/lib/ids.ts';
 import { TEST_DATABASE_URL } from './helpers/db.ts';
-import { newTask } from './helpers/runs.ts';
+import { insertTestRun, newTask } from './helpers/runs.ts';
 import { startTestService } from './helpers/service.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -25,22 +24,8 @@ describe('a lease renewal', {
       // Two running runs held by one worker, the one with the greater id first in the table,
       // so that a scan of the table meets it first.
       const [low, high] = [newId(), newId()].sort() as [string, string];
-      for (const id of [high, low]) {
-        const task = await newTask(svc, org);
-        await insertRun(db, {
-          id,
-          organizationId: org.organizationId,
-          taskId: task.id,
-          slotAt: null,
-          trigger: 'manual',
-          now: new Date(),
-        });
-      }
-      await db.query(
-        `UPDATE runs SET status = 'running', lease_owner = 'w1', lease_expires_at = now() + interval '1 minute'
-          WHERE id = ANY($1::uuid[])`,
-        [[low, high]],
-      );
+      for (const id of [high, low])
+        await insertTestRun(db, org, (await newTask(svc, org)).id, { id, runningAs: 'w1' });
       let renewal: Promise<Set<string>> | undefined;
       // A batch's locks: the run with the lower id, then (once the renewal waits) the other.
       await db.transaction(async (tx) => {

@@ -6,6 +6,7 @@ import { type ClaimOptions, claimRuns } from '../src/db/sql/run-claim.ts';
 import { insertRun } from '../src/db/sql/runs.ts';
 import { newId } from '../src/lib/ids.ts';
 import { backendName } from './helpers/db.ts';
+import { explainAnalyze, rowsRead } from './helpers/plans.ts';
 import { newTask, type Org } from './helpers/runs.ts';
 import { startTestService } from './helpers/service.ts';
 
@@ -17,30 +18,6 @@ import { startTestService } from './helpers/service.ts';
  * planner that any index over them looks alike. A claim made on such a plan must still read
  * only the runs it can take, not the backlog that builds up afterwards.
  */
-
-interface PlanNode {
-  'Relation Name'?: string;
-  'Actual Rows': number;
-  'Actual Loops': number;
-  'Rows Removed by Filter'?: number;
-  Plans?: PlanNode[];
-}
-
-/** Rows of `relation` a plan read (returned or filtered out), over all its loops. */
-function rowsRead(node: PlanNode, relation: string): number {
-  const own =
-    node['Relation Name'] === relation
-      ? (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops']
-      : 0;
-  return own + (node.Plans ?? []).reduce((sum, child) => sum + rowsRead(child, relation), 0);
-}
-
-async function explainAnalyze(tx: Queryable, statement: string): Promise<PlanNode> {
-  const [row] = await tx.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`);
-  const value = row?.['QUERY PLAN'];
-  const plan = (typeof value === 'string' ? JSON.parse(value) : value) as [{ Plan: PlanNode }];
-  return plan[0].Plan;
-}
 
 const quote = (s: string) => `'${s.replaceAll("'", "''")}'`;
 

@@ -3,33 +3,15 @@ import { test } from 'node:test';
 import type { Db, Queryable } from '../src/db/db.ts';
 import { claimRuns } from '../src/db/sql/run-claim.ts';
 import { lockExpiredLeases, renewLeases } from '../src/db/sql/run-queue.ts';
-import { insertRun } from '../src/db/sql/runs.ts';
-import { newId } from '../src/lib/ids.ts';
 import { backendName } from './helpers/db.ts';
-import { newTask } from './helpers/runs.ts';
+import { explainAnalyze, type PlanNode, rowsRead } from './helpers/plans.ts';
+import { insertTestRun, newTask } from './helpers/runs.ts';
 import { startTestService } from './helpers/service.ts';
 
 /**
  * Running runs have no index on their lease (migration 0027): lease recovery reads them through
  * runs_running_org_idx, and a renewal, which changes the lease only, changes no indexed column.
  */
-
-interface PlanNode {
-  'Relation Name'?: string;
-  'Actual Rows': number;
-  'Actual Loops': number;
-  'Rows Removed by Filter'?: number;
-  Plans?: PlanNode[];
-}
-
-/** Rows of `relation` a plan read (returned or filtered out), over all its loops. */
-function rowsRead(node: PlanNode, relation: string): number {
-  const own =
-    node['Relation Name'] === relation
-      ? (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops']
-      : 0;
-  return own + (node.Plans ?? []).reduce((sum, child) => sum + rowsRead(child, relation), 0);
-}
 
 class RolledBack extends Error {}
 
@@ -53,16 +35,7 @@ test(`lease recovery reads the running runs only, however many runs have ended (
     const db = svc.service.deps.db;
     let at = Date.now() - 3_600_000;
     await db.transaction(async (tx) => {
-      for (let i = 0; i < 1_005; i++) {
-        await insertRun(tx, {
-          id: newId(),
-          organizationId: org.organizationId,
-          taskId: task.id,
-          slotAt: null,
-          trigger: 'manual',
-          now: new Date(at++),
-        });
-      }
+      for (let i = 0; i < 1_005; i++) await insertTestRun(tx, org, task.id, { now: new Date(at++) });
     });
     // 1,000 ended; of the 5 newest, running, 2 with an expired lease.
     await db.query(`UPDATE runs SET status = 'completed', completed_at = now()`);
@@ -77,12 +50,7 @@ test(`lease recovery reads the running runs only, however many runs have ended (
       let plan: PlanNode | undefined;
       const explaining: Queryable = {
         query: async <R>(sql: string, params?: readonly unknown[]) => {
-          const [row] = await tx.query<{ 'QUERY PLAN': unknown }>(
-            `EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`,
-            params,
-          );
-          const value = row?.['QUERY PLAN'];
-          plan = ((typeof value === 'string' ? JSON.parse(value) : value) as [{ Plan: PlanNode }])[0].Plan;
+          plan = await explainAnalyze(tx, sql, params);
           return [] as R[];
         },
         exec: (sql) => tx.exec(sql),
@@ -105,15 +73,7 @@ test(`a lease's renewal is a HOT update: it adds no entry to any index of runs (
     const org = await svc.createOrg('paid');
     const task = await newTask(svc, org);
     const db = svc.service.deps.db;
-    const runId = newId();
-    await insertRun(db, {
-      id: runId,
-      organizationId: org.organizationId,
-      taskId: task.id,
-      slotAt: null,
-      trigger: 'manual',
-      now: new Date(),
-    });
+    const runId = await insertTestRun(db, org, task.id);
     const claimed = await claimRuns(db, {
       workerId: 'w1',
       now: null,

@@ -5,10 +5,8 @@
 // the delete answering 500 when it was the one. Two transactions at once: PostgreSQL only.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { insertRun } from '../src/db/sql/runs.ts';
-import { newId } from '../src/lib/ids.ts';
 import { TEST_DATABASE_URL } from './helpers/db.ts';
-import { newTask } from './helpers/runs.ts';
+import { insertTestRun, newTask } from './helpers/runs.ts';
 import { startTestService } from './helpers/service.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -23,20 +21,7 @@ describe('deleting a task', {
         const { db } = svc.service.deps;
         const org = await svc.createOrg('paid');
         const task = await newTask(svc, org);
-        const runId = newId();
-        await insertRun(db, {
-          id: runId,
-          organizationId: org.organizationId,
-          taskId: task.id,
-          slotAt: null,
-          trigger: 'manual',
-          now: new Date(),
-        });
-        await db.query(
-          `UPDATE runs SET status = 'running', lease_owner = 'w1', lease_expires_at = now() + interval '1 minute'
-            WHERE id = $1`,
-          [runId],
-        );
+        const runId = await insertTestRun(db, org, task.id, { runningAs: 'w1' });
         const etag = conditional
           ? String(
               (await svc.call({ method: 'GET', url: `/api/svc/tasks/${task.id}`, key: org.apiKey })).headers

@@ -7,10 +7,17 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { recordRunEndAndQueueDeliveries } from '../src/db/sql/run-queue.ts';
-import { insertRun } from '../src/db/sql/runs.ts';
 import { tellTaskDestinations } from '../src/domain/task-notices.ts';
 import type { ModelReply } from './helpers/model-server.ts';
-import { finishedRun, newTask, type Org, runNow, startWorkerService, unlimited } from './helpers/runs.ts';
+import {
+  finishedRun,
+  insertTestRun,
+  newTask,
+  type Org,
+  runNow,
+  startWorkerService,
+  unlimited,
+} from './helpers/runs.ts';
 import type { TestService } from './helpers/service.ts';
 import { startSmsServer, type TestSmsServer } from './helpers/sms-server.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
@@ -396,16 +403,7 @@ describe('unattended runs', () => {
     const db = svc.testDb.db;
     const now = new Date();
     const ids = [randomUUID(), randomUUID()];
-    for (const id of ids) {
-      await insertRun(db, {
-        id,
-        organizationId: org.organizationId,
-        taskId,
-        slotAt: null,
-        trigger: 'manual',
-        now,
-      });
-    }
+    for (const id of ids) await insertTestRun(db, org, taskId, { id, now });
     await db.query(`UPDATE runs SET status = 'running', started_at = $2 WHERE id = ANY($1::uuid[])`, [
       ids,
       now,

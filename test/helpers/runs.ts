@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import type { Queryable } from '../../src/db/db.ts';
+import { insertRun } from '../../src/db/sql/runs.ts';
+import { newId } from '../../src/lib/ids.ts';
 import { type ModelReply, type ModelRequest, startModelServer } from './model-server.ts';
 import { startTestService, type TestService } from './service.ts';
 import { waitFor } from './wait.ts';
@@ -24,6 +27,35 @@ export async function startWorkerService(
     },
   });
   return { svc, model };
+}
+
+/**
+ * A run of the task written straight into the database, as run now creates one (none of the
+ * API's checks): pending, or with `runningAs` held by that worker with a lease of a minute.
+ */
+export async function insertTestRun(
+  db: Queryable,
+  org: Org,
+  taskId: string,
+  o: { id?: string; now?: Date; runningAs?: string } = {},
+): Promise<string> {
+  const id = o.id ?? newId();
+  await insertRun(db, {
+    id,
+    organizationId: org.organizationId,
+    taskId,
+    slotAt: null,
+    trigger: 'manual',
+    now: o.now ?? new Date(),
+  });
+  if (o.runningAs !== undefined) {
+    await db.query(
+      `UPDATE runs SET status = 'running', lease_owner = $2, lease_expires_at = now() + interval '1 minute'
+        WHERE id = $1`,
+      [id, o.runningAs],
+    );
+  }
+  return id;
 }
 
 /** A daily task far in the future: only "run now" runs it. */
