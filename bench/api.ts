@@ -177,20 +177,24 @@ function cpuText(cpu: CpuReading): string {
 }
 
 /**
- * Reads before writes in every round: the writes' aftermath (autovacuum, checkpoints of the
- * rows they wrote) would otherwise run during the reads that follow them in the same round.
+ * The targets in groups measured back to back, each service target beside the reference its
+ * ratio is taken against (the primary-key route for a read, the same work done bare for the list
+ * and the creates). This machine's speed moves by a half within seconds, so a ratio of two
+ * medians taken seconds apart says little; each round measures a group's targets one right
+ * after the other, in turn first and last (ABBA across rounds), and a ratio is the median of
+ * the rounds' ratios. Reads come before writes in every round: the writes' aftermath
+ * (autovacuum, checkpoints of the rows they wrote) would otherwise run during the reads.
  */
-const MEASURE_ORDER = [
-  'pk',
-  'floorList',
-  'get',
-  'list',
-  'floorCreate',
-  'floorCreateBatched',
-  'create',
-  'createOrgs',
+const GROUPS = [
+  ['pk', 'get'],
+  ['floorList', 'list'],
+  ['floorCreate'],
+  ['floorCreateBatched', 'create', 'createOrgs'],
 ];
 const WRITES = ['floorCreate', 'floorCreateBatched', 'create', 'createOrgs'];
+
+/** Each target's measure in each round (index: round - 1), absent in a round it was not measured. */
+type Rounds = Map<string, (Measure | undefined)[]>;
 
 /** VACUUM ANALYZE of the tables the write targets fill, then a CHECKPOINT (skipped if not allowed). */
 async function quietDatabase(url: string): Promise<void> {
@@ -204,30 +208,62 @@ async function quietDatabase(url: string): Promise<void> {
   }
 }
 
-/** Measures the targets in turn, round after round; each is warmed up just before its first round. */
-async function measureTargets(
-  targets: Target[],
-  settings: ApiSettings,
-  scope: CpuScope,
-): Promise<Map<string, Measure>> {
-  const all = new Map<string, Measure[]>(targets.map((t) => [t.key, []]));
+/**
+ * Measures the targets round after round, group by group (GROUPS), a group's targets in their
+ * order in odd rounds and in the reverse order in even ones; each target is warmed up before its
+ * group's first round.
+ */
+async function measureTargets(targets: Target[], settings: ApiSettings, scope: CpuScope): Promise<Rounds> {
+  const all: Rounds = new Map(targets.map((t) => [t.key, []]));
+  const byKey = new Map(targets.map((t) => [t.key, t]));
   const roundsOf = (key: string) =>
     API_INFORMATIONAL.includes(key) ? settings.informationalRounds : settings.rounds;
+  const groups = [
+    ...GROUPS,
+    // A target of no group (the hello-world route) is a group of its own.
+    ...targets.filter((t) => !GROUPS.flat().includes(t.key)).map((t) => [t.key]),
+  ];
   for (let round = 1; round <= settings.rounds; round++) {
-    for (const t of targets) {
-      if (round > roundsOf(t.key)) continue;
-      if (round === 1) await load(t, settings.warmup, scope);
-      // The previous load's aftermath (closing connections, its writes being flushed) settles first.
-      await sleep(settings.settle * 1000);
-      const m = await load(t, settings.duration, scope);
-      if (WRITES.includes(t.key)) await scope.afterWrites?.();
-      all.get(t.key)?.push(m);
-      progress(
-        `  api ${t.key} round ${round}/${roundsOf(t.key)}: ${fmt(m.rps)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms, non-2xx ${m.non2xx}, errors ${m.errors}, CPU µs/request ${cpuText(m.cpu)}`,
-      );
+    for (const group of groups) {
+      const members = group.flatMap((key) => {
+        const t = byKey.get(key);
+        return t && round <= roundsOf(key) ? [t] : [];
+      });
+      if (round === 1) for (const t of members) await load(t, settings.warmup, scope);
+      for (const t of round % 2 ? members : members.reverse()) {
+        // The previous load's aftermath (closing connections, its writes being flushed) settles first.
+        await sleep(settings.settle * 1000);
+        const m = await load(t, settings.duration, scope);
+        if (WRITES.includes(t.key)) await scope.afterWrites?.();
+        const rounds = all.get(t.key) ?? [];
+        rounds[round - 1] = m;
+        all.set(t.key, rounds);
+        progress(
+          `  api ${t.key} round ${round}/${roundsOf(t.key)}: ${fmt(m.rps)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms, non-2xx ${m.non2xx}, errors ${m.errors}, CPU µs/request ${cpuText(m.cpu)}`,
+        );
+      }
     }
   }
-  return new Map([...all].filter(([, v]) => v.length).map(([k, v]) => [k, combine(v)]));
+  return all;
+}
+
+/** The medians of a target's rounds (see combine), or undefined when it was not measured. */
+function combined(rounds: Rounds, key: string): Measure | undefined {
+  const measured = (rounds.get(key) ?? []).filter((m): m is Measure => m !== undefined);
+  return measured.length ? combine(measured) : undefined;
+}
+
+/**
+ * The median over the rounds that measured both of `key`'s `field` divided by `reference`'s
+ * (each round's two measures were taken back to back); NaN when no round measured both.
+ */
+function pairedRatio(rounds: Rounds, key: string, reference: string, field: 'rps' | 'p99'): number {
+  const ref = rounds.get(reference) ?? [];
+  const ratios = (rounds.get(key) ?? []).flatMap((m, i) => {
+    const r = ref[i];
+    return m && r && r[field] > 0 ? [m[field] / r[field]] : [];
+  });
+  return ratios.length ? median(ratios) : Number.NaN;
 }
 
 type ApiSettings = ReturnType<typeof apiSizes>;
@@ -365,13 +401,14 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
   if (settings.informationalRounds > 0) {
     progress('api: hello-world baseline');
     const hello = await startBaseline('hello');
-    helloMeasure = (
+    helloMeasure = combined(
       await measureTargets(
         [{ key: 'hello', label: 'hello', request: { url: `${hello.url}/` }, serverPid: hello.pid }],
         settings,
         { countPostgres: false },
-      )
-    ).get('hello');
+      ),
+      'hello',
+    );
     await hello.stop();
   }
   if (helloMeasure) {
@@ -425,12 +462,12 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
       ]
         .filter((t) => t.key === 'pk' || !onlyTargets || onlyTargets.some((o) => floorsOf(o).includes(t.key)))
         .map((t) => ({ ...t, serverPid: isBare(t.key) ? setup.pk.pid : setup.service.pid }))
-        .sort((a, b) => MEASURE_ORDER.indexOf(a.key) - MEASURE_ORDER.indexOf(b.key));
-      const results = await measureTargets(targets, settings, {
+        // Shown in the order measured: each target below its reference.
+        .sort((a, b) => GROUPS.flat().indexOf(a.key) - GROUPS.flat().indexOf(b.key));
+      const rounds = await measureTargets(targets, settings, {
         countPostgres: name === 'postgres' && isLocalPostgres(options.postgresUrl ?? ''),
         afterWrites: setup.afterWrites,
       });
-      const pk = results.get('pk');
       const rows: string[][] = [];
       if (helloMeasure) {
         rows.push([
@@ -447,10 +484,10 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
         ]);
       }
       for (const t of targets) {
-        const m = results.get(t.key);
+        const m = combined(rounds, t.key);
         if (!m) continue;
-        const rpsRatio = pk ? m.rps / pk.rps : Number.NaN;
-        const p99Ratio = pk ? m.p99 / pk.p99 : Number.NaN;
+        const rpsRatio = pairedRatio(rounds, t.key, 'pk', 'rps');
+        const p99Ratio = pairedRatio(rounds, t.key, 'pk', 'p99');
         const prefix = `api.${name}.${t.key}`;
         summary[`${prefix}.rps`] = m.rps;
         summary[`${prefix}.p50`] = m.p50;
@@ -464,10 +501,9 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
           summary[`${prefix}.p99Ratio`] = p99Ratio;
         }
         // The same work done bare: what the database and the wire allow, and so our own share.
-        const floor = results.get(
-          t.key === 'list' ? 'floorList' : t.key.startsWith('create') ? 'floorCreateBatched' : '',
-        );
-        if (floor) summary[`${prefix}.floorRatio`] = m.rps / floor.rps;
+        const floor = t.key === 'list' ? 'floorList' : t.key.startsWith('create') ? 'floorCreateBatched' : '';
+        const floorRatio = floor && rounds.has(floor) ? pairedRatio(rounds, t.key, floor, 'rps') : undefined;
+        if (floorRatio !== undefined) summary[`${prefix}.floorRatio`] = floorRatio;
         const bare = isBare(t.key);
         rows.push([
           bare ? t.label : `service: ${t.label}`,
@@ -478,7 +514,7 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
           String(m.errors),
           t.key === 'pk' ? '1' : `${fmt(rpsRatio, 2)}×`,
           t.key === 'pk' ? '1' : `${fmt(p99Ratio, 2)}×`,
-          floor ? `${fmt(m.rps / floor.rps, 2)}×` : '',
+          floorRatio === undefined ? '' : `${fmt(floorRatio, 2)}×`,
           cpuText(m.cpu),
         ]);
       }
@@ -499,7 +535,7 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
           rows,
         )}\n\nResponses by status over all rounds: ${targets
           .map((t) => {
-            const statuses = Object.entries(results.get(t.key)?.statuses ?? {});
+            const statuses = Object.entries(combined(rounds, t.key)?.statuses ?? {});
             return `${t.key} ${statuses.map(([code, n]) => `${code}×${n}`).join(' ') || 'n/a'}`;
           })
           .join('; ')}.`,
@@ -513,7 +549,7 @@ export async function benchApi(options: PartOptions): Promise<PartResult> {
   const markdown = [
     '## API',
     '',
-    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round, ${settings.rounds} round(s) (${settings.informationalRounds ? `${settings.informationalRounds} for the targets no goal is judged against: the hello-world route and the unbatched create floor` : 'the hello-world route and the unbatched create floor, against which no goal is judged, are left out of quick runs'}; bench/sizes.ts); in each round the reads are measured before the writes, each after a pause of ${settings.settle} s (the same for every target), and each target is warmed up for ${settings.warmup} s just before its first round; on PostgreSQL, after each target that writes, \`VACUUM (ANALYZE)\` of the written tables and a \`CHECKPOINT\` (not timed) bring the database back to a quiet state, so that one target's autovacuum and checkpoint writes do not run during the next one; medians of the rounds (non-2xx and errors are totals over all rounds). The service runs as \`npm start\` runs it (see Method) with all its roles (\`SVC_ROLE\` unset, as \`npm start\` runs it: the scheduler and the worker idle beside the API) in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10), reading a plain row of about a task's size: ten text and uuid columns, none that the driver parses (no array, timestamp or JSON column), the lightest reasonable row a bare route would read. Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization (\`create\`: all connections to one) or, each connection to its own, to ${CONNECTIONS} others (\`createOrgs\`). Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards). The primary-key baseline's process also serves two floors, the least a bare route can do for the same work through the same driver: one SELECT of ${FLOOR_LIST_SIZE} task-shaped rows of one organization (the list's), and one INSERT of a task-shaped row committed on its own (a create's); the service's ratio to them is its own share. CPU per request is read around each round from \`/proc\` (user + system time of the server's process and of every \`postgres\` process on this machine) and from \`process.cpuUsage()\` for the load generator; on PGlite the database runs inside the server's process.`,
+    `autocannon (in the bench process), ${CONNECTIONS} connections, ${settings.duration} s per round, ${settings.rounds} round(s) (${settings.informationalRounds ? `${settings.informationalRounds} for the targets no goal is judged against: the hello-world route and the unbatched create floor` : 'the hello-world route and the unbatched create floor, against which no goal is judged, are left out of quick runs'}; bench/sizes.ts); in each round each service target is measured right beside its reference (\`GET /tasks/{id}\` beside the primary-key baseline, the list beside its floor, the creates beside the batched create floor), first in one round and last in the next, the reads before the writes, each load after a pause of ${settings.settle} s (the same for every target), and each target is warmed up for ${settings.warmup} s before its group's first round; on PostgreSQL, after each target that writes, \`VACUUM (ANALYZE)\` of the written tables and a \`CHECKPOINT\` (not timed) bring the database back to a quiet state, so that one target's autovacuum and checkpoint writes do not run during the next one; req/s, latencies and CPU are medians of the rounds (non-2xx and errors are totals over all rounds), and a ratio is the median of the rounds' ratios (this machine's speed moves by up to a half within seconds: the two loads of a ratio are taken back to back, and its median is not moved by a slow moment). The service runs as \`npm start\` runs it (see Method) with all its roles (\`SVC_ROLE\` unset, as \`npm start\` runs it: the scheduler and the worker idle beside the API) in a child process (default log level \`info\`, one JSON line per request, stdout to /dev/null; \`SVC_DB_POOL_SIZE\` default 10); each baseline is a bare Fastify server (no logger) in a child process of its own, the primary-key one through the same driver as the service (PGlite on a data directory on disk, or a \`pg\` Pool of 10), reading a plain row of about a task's size: ten text and uuid columns, none that the driver parses (no array, timestamp or JSON column), the lightest reasonable row a bare route would read. Every request is authenticated with an API key of a paid organization whose rate limit (1,000,000/min) and task limit were raised through the admin API, so each one also counts against the rate limit as in production. The list reads an organization with ${LIST_SIZE} tasks; creates go to another organization (\`create\`: all connections to one) or, each connection to its own, to ${CONNECTIONS} others (\`createOrgs\`). Each backend gets a fresh service (and a fresh database on PostgreSQL, dropped afterwards). The primary-key baseline's process also serves two floors, the least a bare route can do for the same work through the same driver: one SELECT of ${FLOOR_LIST_SIZE} task-shaped rows of one organization (the list's), and one INSERT of a task-shaped row committed on its own (a create's); the service's ratio to them is its own share. CPU per request is read around each round from \`/proc\` (user + system time of the server's process and of every \`postgres\` process on this machine) and from \`process.cpuUsage()\` for the load generator; on PGlite the database runs inside the server's process.`,
     '',
     ...sections.flatMap((s) => [s, '']),
     '### Findings',
