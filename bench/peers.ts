@@ -27,7 +27,6 @@ import { peerSizes } from './sizes.ts';
 
 const REDIS_URL = process.env.BENCH_REDIS_URL || 'redis://127.0.0.1:6379';
 const SLOT_TASKS = 20;
-const WARM_UP = 100;
 /**
  * The slot measure starts its four processes (about 3 s) and keeps 6 s between them and the
  * minute it measures (slotToStart). It is taken between two systems' measures as soon as the
@@ -52,7 +51,7 @@ export async function benchPeers(options: PartOptions): Promise<PartResult> {
     ...sizes.rows.map((r) => r.units),
     sizes.queuedRounds ? sizes.queued : 0,
     sizes.probes,
-    WARM_UP,
+    sizes.warmUp,
   );
   let model: Child | undefined;
   const systems: BenchSystem[] = [];
@@ -176,9 +175,11 @@ export async function benchPeers(options: PartOptions): Promise<PartResult> {
                   )}${round <= sizes.queuedRounds ? `, ${sizes.queued} queued ${(r.queuedRssBytes / 2 ** 20).toFixed(0)} MB` : ''}`,
               );
             }
-            if (!light) {
-              // A fresh process's first jobs run cold (module loading, JIT): warmed untimed.
-              await s.enqueueMany(WARM_UP);
+            if (rows.length) {
+              // A fresh process's first jobs run cold (module loading, JIT): warmed untimed,
+              // after the light measures too (their few probes do not warm it).
+              await setModelDelay(modelUrl, 0);
+              await s.enqueueMany(sizes.warmUp);
               await drained(s, 120_000);
             }
             for (const row of rows) {

@@ -153,9 +153,20 @@ interface PeerRow {
 }
 
 /**
+ * Jobs each worker process runs, untimed, before its runs/s rows: a fresh process runs its first
+ * jobs with cold code (V8 compiles its hot functions as they run), and a worker runs for days,
+ * so what a job costs a warm worker is the measure (as in the engine part). 100 were too few:
+ * measured with this part's modules at concurrency 32 (instant model, alternated, 2026-11-30),
+ * after 100 the service's worker spent 1.07–1.14 ms of CPU per run over the next 1,000 and
+ * pg-boss's 1.03–1.06 (0.88–0.98× of pg-boss's runs/s), after 1,000 they spent 0.46 and 0.57 ms
+ * over the next 3,000 (1.08–1.11×); after 300–500 the ratio was 1.04–1.18×. (Quick runs: 200.)
+ */
+const PEER_WARM_UP = 500;
+
+/**
  * The peers part (bench/peers.ts). Latencies are pooled over the rounds (`probes` per round
  * and system); runs/s and CPU per run are medians of the rounds. An instant-model row of 1,000
- * units is 125 waves at concurrency 8 and 31 at 32; a 100 ms row is 30 waves at 8 and 20 at 32,
+ * units is 125 waves at concurrency 8, one of 2,000 is 62 at 32; a 100 ms row is 30 waves at 8 and 20 at 32,
  * where the model's wait, not the machine, sets the pace, so one round tells as much as two.
  * The slot measure needs a minute boundary (the peers' schedulers know only minutes): it is
  * taken once, between two systems' measures when a boundary is near (bench/peers.ts). Quick
@@ -166,6 +177,8 @@ export function peerSizes(quick: boolean) {
   return quick
     ? {
         rounds: 1,
+        // Fewer in quick runs, whose two minutes hold every part.
+        warmUp: 200,
         probes: 15,
         gapMs: 100,
         queued: 1000,
@@ -180,6 +193,7 @@ export function peerSizes(quick: boolean) {
       }
     : {
         rounds: 2,
+        warmUp: PEER_WARM_UP,
         probes: 20,
         gapMs: 100,
         queued: 1000,
@@ -188,7 +202,7 @@ export function peerSizes(quick: boolean) {
         bullmq: true,
         rows: [
           { key: 'instant-c8', delayMs: 0, concurrency: 8, units: 1000, rounds: 2 },
-          { key: 'instant-c32', delayMs: 0, concurrency: 32, units: 1000, rounds: 2 },
+          { key: 'instant-c32', delayMs: 0, concurrency: 32, units: 2000, rounds: 2 },
           { key: '100ms-c8', delayMs: 100, concurrency: 8, units: 240, rounds: 1 },
           { key: '100ms-c32', delayMs: 100, concurrency: 32, units: 640, rounds: 1 },
         ] satisfies PeerRow[],
