@@ -25,7 +25,7 @@ export const DEFAULT_PARTS: readonly Part[] = ['api', 'scheduler', 'engine', 'pe
 
 /** Seconds each part may take on an idle 2-core machine, and the whole run. */
 export const BUDGET_SECONDS: Record<'quick' | 'full', Record<Part | 'total', number>> = {
-  quick: { api: 28, scheduler: 22, engine: 16, peers: 38, durability: 60, total: 110 },
+  quick: { api: 30, scheduler: 22, engine: 16, peers: 42, durability: 60, total: 110 },
   full: { api: 180, scheduler: 85, engine: 105, peers: 180, durability: 240, total: 550 },
 };
 
