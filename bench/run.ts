@@ -1,7 +1,7 @@
 // `npm run bench`: measures the API, the scheduler and the run engine against baselines measured
 // in the same run, on PGlite and (when reachable) PostgreSQL, and writes docs/benchmarks.md.
 //
-//   node bench/run.ts             full: api, scheduler, engine and peers, 2-3 rounds per measurement
+//   node bench/run.ts             full: api, scheduler, engine and peers, 2-4 rounds per measurement
 //   node bench/run.ts --quick     1 round, shorter loads, PostgreSQL only when it is reachable
 //   node bench/run.ts --only=api,engine,scheduler,durability,peers   some parts only (the report says so)
 //
@@ -502,7 +502,7 @@ async function main(): Promise<void> {
   const report = [
     '# Benchmarks',
     '',
-    `Written by \`npm run bench${quick ? ' -- --quick' : ''}\` (\`bench/run.ts\`) on ${startedAt.toISOString()} in ${seconds.toFixed(0)} s (${timings.join(', ')}; each part's budget in s, \`bench/sizes.ts\`; ${budgets.total} s for the whole run). Mode: **${quick ? 'quick' : 'full'}** (${quick ? '1 round per measurement, short loads, PostgreSQL only when reachable' : '2–3 rounds per measurement, both backends'}). All numbers are medians over the rounds; every comparison is with a baseline measured in the same run, on the same machine, in the same way.`,
+    `Written by \`npm run bench${quick ? ' -- --quick' : ''}\` (\`bench/run.ts\`) on ${startedAt.toISOString()} in ${seconds.toFixed(0)} s (${timings.join(', ')}; each part's budget in s, \`bench/sizes.ts\`; ${budgets.total} s for the whole run). Mode: **${quick ? 'quick' : 'full'}** (${quick ? '1 round per measurement (2 short ones for the API), short loads, PostgreSQL only when reachable' : '2–3 rounds per measurement (4 for the API), both backends'}). All numbers are medians over the rounds (the API's ratios: medians of the rounds' ratios, each of two loads taken back to back); every comparison is with a baseline measured in the same run, on the same machine, in the same way.`,
     '',
     '## Machine and versions',
     '',
@@ -534,7 +534,7 @@ async function main(): Promise<void> {
     '## How to rerun',
     '',
     '```sh',
-    'npm run bench              # full: api, scheduler, engine, peers; 2-3 rounds per measurement, both backends',
+    'npm run bench              # full: api, scheduler, engine, peers; 2-4 rounds per measurement, both backends',
     'npm run bench -- --quick   # 1 round, shorter loads, PostgreSQL only when reachable',
     'npm run bench -- --only=api,engine          # some parts only',
     'npm run bench -- --profile --only=engine    # service processes under --cpu-prof; prints where the time went, writes no report',
