@@ -166,7 +166,10 @@ const PEER_WARM_UP = 500;
 
 /**
  * The peers part (bench/peers.ts). Latencies are pooled over the rounds (`probes` per round
- * and system); runs/s and CPU per run are medians of the rounds. An instant-model row of 1,000
+ * and system, 50 ms apart: a probe's run has started and ended well before the next, about 10 ms
+ * after its call, so the load stays light; 40 per round rather than 20 at 100 ms, in the same
+ * time, because the p50s of 40 pooled probes moved by a millisecond, an eighth, from one run to
+ * the next); runs/s and CPU per run are medians of the rounds. An instant-model row of 1,000
  * units is 125 waves at concurrency 8, one of 2,000 is 62 at 32; a 100 ms row is 30 waves at 8 and 20 at 32,
  * where the model's wait, not the machine, sets the pace, so one round tells as much as two.
  * The slot measure needs a minute boundary (the peers' schedulers know only minutes): it is
@@ -180,8 +183,8 @@ export function peerSizes(quick: boolean) {
         rounds: 1,
         // Fewer in quick runs, whose two minutes hold every part.
         warmUp: 200,
-        probes: 15,
-        gapMs: 100,
+        probes: 30,
+        gapMs: 50,
         queued: 1000,
         /** Rounds in which the RSS with `queued` jobs is sampled (reported, no goal). */
         queuedRounds: 0,
@@ -195,8 +198,8 @@ export function peerSizes(quick: boolean) {
     : {
         rounds: 2,
         warmUp: PEER_WARM_UP,
-        probes: 20,
-        gapMs: 100,
+        probes: 40,
+        gapMs: 50,
         queued: 1000,
         queuedRounds: 1,
         slot: true,
