@@ -48,9 +48,9 @@ export function backendsOf(quick: boolean, postgresUrl: string | undefined): Bac
  * the rounds' ratios, each of two loads taken back to back. A round of 1.5 s carries
  * 1,500–35,000 requests here, enough for a p99 (the 15th–350th slowest); four rounds give a
  * median that one busy moment does not move (each load also costs about 0.5 s of autocannon's
- * connections opened and closed: six rounds took the part to 242 s, 2026-11-30). The informational targets (the hello-world route,
- * the unbatched create floor: no goal is judged against them) take one round in full runs and
- * none in quick runs.
+ * connections opened and closed: six rounds took the part to 242 s, 2026-11-30). The
+ * informational targets (the hello-world route, the unbatched create floor: no goal is judged
+ * against them) take one round in full runs and none in quick runs.
  */
 export function apiSizes(quick: boolean) {
   return quick
@@ -170,8 +170,9 @@ const PEER_WARM_UP = 500;
  * after its call, so the load stays light; 40 per round rather than 20 at 100 ms, in the same
  * time, because the p50s of 40 pooled probes moved by a millisecond, an eighth, from one run to
  * the next); runs/s and CPU per run are medians of the rounds. An instant-model row of 1,000
- * units is 125 waves at concurrency 8, one of 2,000 is 62 at 32; a 100 ms row is 30 waves at 8 and 20 at 32,
- * where the model's wait, not the machine, sets the pace, so one round tells as much as two.
+ * units is 125 waves at concurrency 8, one of 2,000 is 62 at 32; a 100 ms row is 30 waves at 8
+ * and 20 at 32, where the model's wait, not the machine, sets the pace, so one round tells as
+ * much as two.
  * The slot measure needs a minute boundary (the peers' schedulers know only minutes): it is
  * taken once, between two systems' measures when a boundary is near (bench/peers.ts). Quick
  * runs leave out what has no goal or needs a minute: the 100 ms rows, the RSS with jobs queued,
