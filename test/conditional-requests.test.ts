@@ -114,6 +114,40 @@ describe('ETag, If-Match and If-None-Match on single resources', () => {
     assert.notEqual(after.headers.etag, etag);
   });
 
+  test('a task read again unchanged answers the same body and tag; changed behind the API, its next reads show it at once', async () => {
+    const { id } = await created('tasks');
+    const read = () => fx.svc.call({ method: 'GET', url: `/api/svc/tasks/${id}`, key: fx.org.apiKey });
+    const list = async () =>
+      (
+        await fx.svc.call({
+          method: 'GET',
+          url: `/api/svc/tasks?organizationId=${fx.org.organizationId}&limit=100`,
+          key: fx.org.apiKey,
+        })
+      ).body.find((t: { id: string }) => t.id === id);
+    const [first, second] = [await read(), await read()];
+    assert.equal(second.raw, first.raw);
+    assert.equal(second.headers.etag, first.headers.etag);
+    // As the scheduler and the worker write: plain SQL, no API call in between.
+    await fx.svc.testDb.db.query('UPDATE tasks SET consecutive_failures = 2 WHERE id = $1', [id]);
+    const changed = await read();
+    assert.equal(changed.body.consecutiveFailures, 2);
+    assert.notEqual(changed.headers.etag, first.headers.etag);
+    assert.equal((await list()).consecutiveFailures, 2);
+    await fx.svc.testDb.db.query('UPDATE tasks SET consecutive_failures = 0 WHERE id = $1', [id]);
+    const back = await read();
+    assert.equal(back.body.consecutiveFailures, 0);
+    assert.equal(back.headers.etag, first.headers.etag, 'the same representation has the same tag');
+    assert.equal((await list()).consecutiveFailures, 0);
+    const expanded = await fx.svc.call({
+      method: 'GET',
+      url: `/api/svc/tasks/${id}?expand=skills`,
+      key: fx.org.apiKey,
+    });
+    assert.deepEqual(expanded.body.skills, []);
+    assert.equal((await read()).raw, first.raw, 'an expanded answer leaves the task as it is');
+  });
+
   test('two PATCHes with the same tag at once: exactly one wins, the other is a 412', async () => {
     const { id, etag, r } = await created('tasks');
     const answers: Reply[] = await Promise.all(

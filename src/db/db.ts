@@ -91,3 +91,14 @@ export function isTransientConflict(err: unknown): boolean {
  * execution, never with a cached generic plan (see the PostgreSQL adapter). Harmless elsewhere.
  */
 export const PLAN_EACH_TIME = '/* plan each time */';
+
+/**
+ * A leading comment for reads whose rows the service reads again and again unchanged (a task
+ * polled by a client): their rows come back deeply frozen, and a row whose values are those of
+ * a row the same statement returned before may be that row's very object, so that what is
+ * worked out from it (a view, its JSON, its entity tag) is worked out once (lib/frozen.ts). The
+ * statement's first column must tell its rows apart (an id). PostgreSQL: rows are compared by
+ * their text as it arrives, before it is decoded (reused-rows.ts); the embedded database: frozen
+ * only.
+ */
+export const REUSE_ROWS = '/* reuse rows */';

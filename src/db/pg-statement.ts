@@ -16,6 +16,7 @@
 // in a READ COMMITTED transaction), committed at the Sync; after an error it skips the rest up
 // to the Sync and rolls the transaction back. One write, one wake-up of the backend, one commit.
 import { createRequire } from 'node:module';
+import type { ReusedRows } from './reused-rows.ts';
 
 /** The driver's protocol connection, the part used here (pg's lib/connection.js). */
 export interface DriverConnection {
@@ -41,6 +42,8 @@ export interface DriverField {
 export interface RowShape {
   parsers: ((v: string) => unknown)[];
   make(values: unknown[]): unknown;
+  /** A REUSE_ROWS statement's remembered rows (db.ts). */
+  reuse?: ReusedRows | undefined;
 }
 
 /** How rows are made for a statement, given its described columns (postgres.ts decides). */
@@ -163,6 +166,11 @@ export class PipelineQuery {
       return;
     }
     const raw = msg.fields;
+    const known = shape.reuse?.known(raw);
+    if (known !== undefined) {
+      this.#rows[this.#current]?.push(known);
+      return;
+    }
     const values = new Array<unknown>(raw.length);
     try {
       for (let i = 0; i < raw.length; i++) {
@@ -173,7 +181,8 @@ export class PipelineQuery {
       this.#failure = err as Error;
       return;
     }
-    this.#rows[this.#current]?.push(shape.make(values));
+    const row = shape.make(values);
+    this.#rows[this.#current]?.push(shape.reuse ? shape.reuse.keep(raw, row) : row);
   }
 
   handleCommandComplete(): void {

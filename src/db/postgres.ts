@@ -6,9 +6,11 @@ import {
   PLAN_EACH_TIME,
   postgresProfile,
   type Queryable,
+  REUSE_ROWS,
   type Statement,
 } from './db.ts';
 import { type DriverField, type PipelinedStatement, PipelineQuery, type RowShape } from './pg-statement.ts';
+import { ReusedRows } from './reused-rows.ts';
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;
@@ -121,7 +123,24 @@ function shapeOf(sql: string, fields: readonly DriverField[]): RowShape {
   return {
     parsers: fields.map((f) => typeParser(f.dataTypeID, f.format || 'text') as (v: string) => unknown),
     make: rowMaker(sql, fields),
+    reuse: sql.startsWith(REUSE_ROWS) ? reusedRowsOf(sql, fields) : undefined,
   };
+}
+
+/**
+ * The remembered rows of a REUSE_ROWS statement, shared by the pool's connections, one set per
+ * shape of its columns (names, types and formats): text remembered under one shape is never
+ * read as a row of another (a migration that changed the table while this process ran).
+ */
+const reusedRows = new Map<string, ReusedRows>();
+function reusedRowsOf(sql: string, fields: readonly DriverField[]): ReusedRows {
+  const key = `${sql}\0${fields.map((f) => `${f.name}:${f.dataTypeID}:${f.format}`).join(',')}`;
+  let rows = reusedRows.get(key);
+  if (!rows) {
+    rows = new ReusedRows();
+    reusedRows.set(key, rows);
+  }
+  return rows;
 }
 
 /** Makes a row object from a row's values, in the order of the statement's columns. */

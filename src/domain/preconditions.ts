@@ -1,15 +1,17 @@
 import type { Db, Queryable } from '../db/db.ts';
 import { canonicalJson, sha256Hex } from '../lib/canonical-json.ts';
 import { AppError } from '../lib/errors.ts';
+import { memoOnFrozen } from '../lib/frozen.ts';
 
 /**
  * A resource's strong entity tag: a hash of its representation as canonical JSON, so it changes
  * whenever the representation does (and only then). The GET answer's tag and the one a write
- * compares under its row lock are computed from the same representation.
+ * compares under its row lock are computed from the same representation. A frozen
+ * representation (a reused row's view, lib/frozen.ts) is tagged once.
  */
-export function entityTag(representation: unknown): string {
-  return `"${sha256Hex(canonicalJson(representation)).slice(0, 32)}"`;
-}
+export const entityTag: (representation: unknown) => string = memoOnFrozen(
+  (representation) => `"${sha256Hex(canonicalJson(representation)).slice(0, 32)}"`,
+);
 
 function listedTags(header: string): string[] {
   return header

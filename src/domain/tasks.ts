@@ -22,6 +22,7 @@ import {
 } from '../db/sql/tasks.ts';
 import { emailAddressProblem } from '../lib/email-address.ts';
 import { AppError, type ErrorDetail, errors } from '../lib/errors.ts';
+import { memoOnFrozen } from '../lib/frozen.ts';
 import { newId } from '../lib/ids.ts';
 import {
   checkCronExpression,
@@ -51,7 +52,13 @@ import { runView } from './runs.ts';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-export function taskView(row: TaskWithLinks): Task {
+/**
+ * A task's representation. A row the database seam reused (frozen: db.ts, REUSE_ROWS) gets the
+ * same frozen view each time: a task polled unchanged is not rebuilt at each read.
+ */
+export const taskView: (row: TaskWithLinks) => Task = memoOnFrozen(buildTaskView, true);
+
+function buildTaskView(row: TaskWithLinks): Task {
   const task: Task = {
     id: row.id,
     organizationId: row.organization_id,

@@ -96,7 +96,11 @@ export function toolError(err: AppError): CallToolResult {
 export async function callTool(ctx: ToolContext, tool: Tool, args: unknown): Promise<CallToolResult> {
   try {
     const result = await tool.run(ctx, checkArguments(tool, args));
-    const text = JSON.stringify(result === undefined ? { ok: true } : Value.Clean(tool.output, result));
+    // Clean mutates what it is given: a copy, since an answer may be a frozen, shared view
+    // (lib/frozen.ts).
+    const text = JSON.stringify(
+      result === undefined ? { ok: true } : Value.Clean(tool.output, Value.Clone(result)),
+    );
     if (Buffer.byteLength(text) > MAX_TOOL_RESULT_BYTES) {
       throw new AppError(
         'payload_too_large',

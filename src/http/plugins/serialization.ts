@@ -2,6 +2,7 @@
 // response schema in which a nullable scalar is one type list instead of a choice.
 import fastJsonStringify, { type Options } from 'fast-json-stringify';
 import type { FastifyServerOptions } from 'fastify';
+import { memoOnFrozen } from '../../lib/frozen.ts';
 
 type SerializerFactory = NonNullable<
   NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildSerializer']
@@ -81,6 +82,9 @@ export const buildSerializer: SerializerFactory = (externalSchemas, serializerOp
       delete schemas[own.$id];
     }
     const options = { ...(serializerOptions as Options), schema: schemas } as Options;
-    return fastJsonStringify(serializationSchema(own) as Parameters<typeof fastJsonStringify>[0], options);
+    // A frozen answer (a reused row's view, lib/frozen.ts) is written once per object.
+    return memoOnFrozen(
+      fastJsonStringify(serializationSchema(own) as Parameters<typeof fastJsonStringify>[0], options),
+    );
   };
 };
