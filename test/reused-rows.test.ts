@@ -5,9 +5,9 @@ import { MAX_REUSED_ROWS, ReusedRows } from '../src/db/reused-rows.ts';
 import { deepFreeze, memoOnFrozen } from '../src/lib/frozen.ts';
 import { backendName, createTestDb, type TestDb } from './helpers/db.ts';
 
-// Reads marked REUSE_ROWS (db.ts): rows frozen, and on PostgreSQL an unchanged row answered with
-// the object read before, so that a task polled unchanged is not decoded, viewed, written and
-// tagged again (lib/frozen.ts).
+// Reads marked REUSE_ROWS (db.ts): on PostgreSQL an unchanged row read again is one frozen object,
+// so that a task polled unchanged is not decoded, viewed, written and tagged again
+// (lib/frozen.ts).
 
 describe('values that cannot change and what is kept with them', () => {
   test('deepFreeze freezes every object and array reachable, and leaves typed arrays alone', () => {
@@ -38,18 +38,33 @@ describe('values that cannot change and what is kept with them', () => {
     assert.equal(calls, 3);
   });
 
-  test('remembered rows are told apart by every column, and at most MAX_REUSED_ROWS are kept', () => {
+  test('a row is kept, frozen, the second time its text is seen; then it is the answer until its text changes', () => {
     const rows = new ReusedRows();
-    const row = rows.keep(['id-1', 'a', null], { id: 'id-1', name: 'a', note: null });
-    assert.ok(Object.isFrozen(row));
-    assert.equal(rows.known(['id-1', 'a', null]), row);
+    const raw = ['id-1', 'a', null];
+    const first = rows.keep(raw, { id: 'id-1', name: 'a', note: null });
+    assert.equal(Object.isFrozen(first), false, "a row seen once is the caller's own");
+    assert.equal(rows.known(raw), undefined);
+    const second = rows.keep([...raw], { id: 'id-1', name: 'a', note: null });
+    assert.ok(Object.isFrozen(second), 'seen twice: frozen and kept');
+    assert.equal(rows.known([...raw]), second);
     assert.equal(rows.known(['id-1', 'b', null]), undefined, 'another value in any column is another row');
     assert.equal(rows.known(['id-1', 'a', 'x']), undefined, 'null and a value differ');
     assert.equal(rows.known(['id-1', 'a']), undefined, 'another number of columns differs');
-    assert.equal(rows.known([null, 'a', null]), undefined, 'a row without a key is never remembered');
+    const changed = rows.keep(['id-1', 'b', null], { id: 'id-1', name: 'b', note: null });
+    assert.equal(Object.isFrozen(changed), false);
+    assert.equal(rows.known(raw), undefined, 'a changed row replaces the one kept');
+    assert.equal(rows.keep([null, 'a'], { note: 'no key' }) !== undefined, true);
+    assert.equal(rows.known([null, 'a']), undefined, 'a row without a key is never kept');
+  });
+
+  test('at most MAX_REUSED_ROWS rows are remembered, the oldest dropped first', () => {
+    const rows = new ReusedRows();
+    rows.keep(['id-1', 'a'], { n: 1 });
+    const kept = rows.keep(['id-1', 'a'], { n: 1 });
     for (let i = 0; i < MAX_REUSED_ROWS + 10; i++) rows.keep([`other-${i}`, 'a'], { i });
     assert.equal(rows.size, MAX_REUSED_ROWS);
-    assert.equal(rows.known(['id-1', 'a', null]), undefined, 'the oldest rows go first');
+    assert.notEqual(rows.known(['id-1', 'a']), kept);
+    assert.equal(rows.known(['id-1', 'a']), undefined);
   });
 });
 
@@ -67,33 +82,37 @@ describe(`reused rows on ${backendName}`, () => {
   const READ = `${REUSE_ROWS} SELECT id, name, tags, at FROM reuse_probe WHERE id = ANY($1::text[]) ORDER BY id`;
   type Probe = { id: string; name: string; tags: string[]; at: Date | null };
 
-  test('rows of a REUSE_ROWS read come deeply frozen, with their values as any read has them', async () => {
-    const [a, b] = await t.db.query<Probe>(READ, [['a', 'b']]);
-    assert.equal(a?.name, 'first');
-    assert.deepEqual(a?.tags, ['x', 'y']);
-    assert.ok(a?.at instanceof Date);
+  test('an unchanged row read again is one frozen object on PostgreSQL, shared by every read', async () => {
+    const [first] = await t.db.query<Probe>(READ, [['a', 'b']]);
+    assert.equal(first?.name, 'first');
+    assert.deepEqual(first?.tags, ['x', 'y']);
+    assert.ok(first?.at instanceof Date);
+    assert.equal(Object.isFrozen(first), false, "a row read once is the caller's own");
+    const [second, b] = await t.db.query<Probe>(READ, [['a', 'b']]);
+    const [third] = await t.db.query<Probe>(READ, [['a']]);
+    assert.deepEqual(second, first);
     assert.deepEqual(b, { id: 'b', name: 'second', tags: [], at: null });
-    assert.ok(Object.isFrozen(a) && Object.isFrozen(a?.tags));
-    assert.throws(() => {
-      (a as Probe).name = 'changed';
-    }, TypeError);
+    if (backendName === 'postgres') {
+      assert.ok(Object.isFrozen(second) && Object.isFrozen(second?.tags), 'read again: frozen, deeply');
+      assert.equal(third, second, 'and the same object from then on');
+      assert.throws(() => {
+        (third as Probe).name = 'changed';
+      }, TypeError);
+    } else {
+      assert.equal(Object.isFrozen(second), false, 'the embedded database hands over new rows each time');
+      assert.notEqual(third, second);
+    }
   });
 
   test('a changed row is read with its new values at once; the object read before keeps the old ones', async () => {
+    await t.db.query<Probe>(READ, [['a']]);
     const [before] = await t.db.query<Probe>(READ, [['a']]);
     await t.db.query(`UPDATE reuse_probe SET tags = '{x,y,z}' WHERE id = 'a'`);
     const [after] = await t.db.query<Probe>(READ, [['a']]);
     assert.deepEqual(after?.tags, ['x', 'y', 'z']);
     assert.deepEqual(before?.tags, ['x', 'y']);
     assert.notEqual(after, before);
-  });
-
-  test('an unchanged row is the same object on PostgreSQL, and a fresh one on the embedded database', async () => {
-    const [first] = await t.db.query<Probe>(READ, [['b']]);
-    const [again] = await t.db.query<Probe>(READ, [['b']]);
-    assert.deepEqual(again, first);
-    if (backendName === 'postgres') assert.equal(again, first, 'the same text read again is the same row');
-    else assert.notEqual(again, first);
+    assert.equal(Object.isFrozen(after), false, 'a changed row is new again');
   });
 
   test('reads without the mark get rows of their own that the caller may change', async () => {

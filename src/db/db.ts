@@ -94,11 +94,12 @@ export const PLAN_EACH_TIME = '/* plan each time */';
 
 /**
  * A leading comment for reads whose rows the service reads again and again unchanged (a task
- * polled by a client): their rows come back deeply frozen, and a row whose values are those of
- * a row the same statement returned before may be that row's very object, so that what is
- * worked out from it (a view, its JSON, its entity tag) is worked out once (lib/frozen.ts). The
- * statement's first column must tell its rows apart (an id). PostgreSQL: rows are compared by
- * their text as it arrives, before it is decoded (reused-rows.ts); the embedded database: frozen
- * only.
+ * polled by a client): a row whose values are those of a row the same statement returned
+ * before may come back as that row's very object, deeply frozen and shared by every caller, so
+ * that what is worked out from it (a view, its JSON, its entity tag) is worked out once
+ * (lib/frozen.ts). A caller never changes a row of such a statement (their read functions
+ * return read-only types), and the statement's first column tells its rows apart (an id).
+ * PostgreSQL compares rows by their text as it arrives, before decoding it (reused-rows.ts);
+ * the embedded database, which hands rows over decoded, returns new objects every time.
  */
 export const REUSE_ROWS = '/* reuse rows */';

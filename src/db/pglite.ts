@@ -1,7 +1,6 @@
 import { PGlite, types } from '@electric-sql/pglite';
-import { deepFreeze } from '../lib/frozen.ts';
 import { lockDataDir } from './data-dir-lock.ts';
-import { type Db, PGLITE_PROFILE, type Queryable, REUSE_ROWS } from './db.ts';
+import { type Db, PGLITE_PROFILE, type Queryable } from './db.ts';
 import { svcBatch } from './pglite-batch.ts';
 import {
   DURABLE_START_PARAMS,
@@ -44,20 +43,11 @@ type PgliteLike = Pick<PGlite, 'query' | 'exec'>;
  */
 const afterPendingIo = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-/**
- * The rows of a REUSE_ROWS statement are frozen, as on PostgreSQL; they are not compared with
- * rows read before (PGlite hands them over decoded), so each read gets objects of its own.
- */
-function frozenIfReused<R>(sql: string, rows: R[]): R[] {
-  if (sql.startsWith(REUSE_ROWS)) for (const row of rows) deepFreeze(row);
-  return rows;
-}
-
 /** Statements inside a transaction: the transaction holds the database until it ends. */
 function wrapTransaction(tx: PgliteLike, statements: PgliteStatements): Queryable {
   return {
-    query: async <R>(sql: string, params: readonly unknown[] = []) =>
-      frozenIfReused(sql, await statements.queryInTransaction<R>(tx, sql, params)),
+    query: <R>(sql: string, params: readonly unknown[] = []) =>
+      statements.queryInTransaction<R>(tx, sql, params),
     async exec(sql: string) {
       await tx.exec(sql);
     },
@@ -100,7 +90,7 @@ export function pgliteDb(pg: PGlite, onClose: () => void = () => undefined): Db 
   const statements = new PgliteStatements(pg);
   const query = async <R>(sql: string, params: readonly unknown[] = []) => {
     await afterPendingIo();
-    return frozenIfReused(sql, await statements.query<R>(sql, params));
+    return statements.query<R>(sql, params);
   };
   return {
     backend: PGLITE_PROFILE,

@@ -56,9 +56,9 @@ const iso = (d: Date | null) => (d ? d.toISOString() : null);
  * A task's representation. A row the database seam reused (frozen: db.ts, REUSE_ROWS) gets the
  * same frozen view each time: a task polled unchanged is not rebuilt at each read.
  */
-export const taskView: (row: TaskWithLinks) => Task = memoOnFrozen(buildTaskView, true);
+export const taskView: (row: Readonly<TaskWithLinks>) => Task = memoOnFrozen(buildTaskView, true);
 
-function buildTaskView(row: TaskWithLinks): Task {
+function buildTaskView(row: Readonly<TaskWithLinks>): Task {
   const task: Task = {
     id: row.id,
     organizationId: row.organization_id,

@@ -85,7 +85,7 @@ function page<T>(
 }
 
 export const pageTaskRows = (db: Queryable, organizationId: string, rows: number, after?: PagePosition) =>
-  page<TaskWithLinks>(db, TASKS.first, TASKS.after, [organizationId], rows, after);
+  page<Readonly<TaskWithLinks>>(db, TASKS.first, TASKS.after, [organizationId], rows, after);
 
 export const pageSkillRows = (db: Queryable, organizationId: string, rows: number, after?: PagePosition) =>
   page<SkillRow>(db, SKILLS.first, SKILLS.after, [organizationId], rows, after);

@@ -84,12 +84,12 @@ export async function findTask(
   db: Queryable,
   organizationId: string,
   id: string,
-): Promise<TaskWithLinks | undefined> {
+): Promise<Readonly<TaskWithLinks> | undefined> {
   const [row] = await db.query<TaskWithLinks>(FIND_TASK, [organizationId, id]);
   return row;
 }
 
-export function listTasks(db: Queryable, organizationId: string): Promise<TaskWithLinks[]> {
+export function listTasks(db: Queryable, organizationId: string): Promise<Readonly<TaskWithLinks>[]> {
   return db.query<TaskWithLinks>(LIST_TASKS, [organizationId]);
 }
 
