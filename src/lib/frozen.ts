@@ -8,7 +8,9 @@
 
 /**
  * Freezes `value` and every object and array reachable from it, and returns it. Typed arrays
- * (a bytea's Buffer) are left as they are: their elements cannot be frozen.
+ * (a bytea's Buffer) are left as they are: their elements cannot be frozen. An object already
+ * frozen is not walked again (what this function froze is frozen through). A Date's time can
+ * still be set: nothing in the service sets the time of a Date it read.
  */
 export function deepFreeze<T>(value: T): T {
   if (typeof value !== 'object' || value === null || Object.isFrozen(value) || ArrayBuffer.isView(value)) {
