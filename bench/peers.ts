@@ -50,7 +50,7 @@ export async function benchPeers(options: PartOptions): Promise<PartResult> {
   const bulk = Math.max(
     ...sizes.rows.map((r) => r.units),
     sizes.queuedRounds ? sizes.queued : 0,
-    sizes.probes,
+    sizes.probes + sizes.probeWarmUp,
     sizes.warmUp,
   );
   let model: Child | undefined;
