@@ -42,8 +42,9 @@ export class ReusedRows {
       return row;
     }
     // Updated in place rather than deleted and set again: a list's rows replace theirs at
-    // every read, and the map's churn cost more than the rows' text.
-    kept.row = this.#sameText(kept.raw, raw) ? deepFreeze(row) : undefined;
+    // every read, and the map's churn cost more than the rows' text. A row already kept was
+    // just found different by known(): its text is not compared a second time.
+    kept.row = kept.row === undefined && this.#sameText(kept.raw, raw) ? deepFreeze(row) : undefined;
     kept.raw = raw;
     return row;
   }
