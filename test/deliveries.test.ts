@@ -211,6 +211,10 @@ describe('delivery', () => {
       ],
     );
     assert.equal(delivery.attempts[1].response, 'still broken');
+    // Times in the answer are ISO 8601 instants in UTC, the delivery's after its last attempt began.
+    assert.equal(new Date(delivery.deliveredAt).toISOString(), delivery.deliveredAt);
+    assert.ok(Date.parse(delivery.deliveredAt) >= Date.parse(delivery.attempts[2].at));
+    assert.equal(delivery.nextAttemptAt, undefined, 'a delivered delivery has no next attempt');
   });
 
   test('a receiver that always fails ends failed with every attempt listed, and a redelivery retries it', async () => {
@@ -369,7 +373,8 @@ test('a restart between a failed attempt and its retry still delivers exactly on
       return run.deliveries?.[0]?.attempts.length === 1 ? run : undefined;
     });
     assert.equal(afterFirst.deliveries[0].status, 'pending');
-    assert.ok(afterFirst.deliveries[0].nextAttemptAt);
+    const next = afterFirst.deliveries[0].nextAttemptAt;
+    assert.equal(new Date(next).toISOString(), next, 'the next attempt, an ISO 8601 instant in UTC');
 
     // The process stops before the retry is due; a new one starts with nothing but the database.
     await svc.service.dispatcher?.stop(0);

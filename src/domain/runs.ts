@@ -1,7 +1,6 @@
-import { listDeliveriesOfRun, retryFailedDeliveries } from '../db/sql/deliveries.ts';
+import { findRunWithDeliveries, type RunDeliveryRow, retryFailedDeliveries } from '../db/sql/deliveries.ts';
 import { notify } from '../db/sql/notify.ts';
 import {
-  findRun,
   listRunsForOrganization,
   listRunsForTask,
   type RunRow,
@@ -46,7 +45,7 @@ export async function listRuns(
   return (await listRunsForOrganization(deps.db, organizationId, limit)).map(runView);
 }
 
-function deliveryView(row: Awaited<ReturnType<typeof listDeliveriesOfRun>>[number]): Delivery {
+function deliveryView(row: RunDeliveryRow): Delivery {
   const delivery: Delivery = {
     id: row.id,
     type: row.channel,
@@ -66,8 +65,8 @@ function deliveryView(row: Awaited<ReturnType<typeof listDeliveriesOfRun>>[numbe
   if (row.destination_id) delivery.destinationId = row.destination_id;
   if (row.label !== null) delivery.label = row.label;
   if (row.status === 'pending' && row.next_attempt_at)
-    delivery.nextAttemptAt = row.next_attempt_at.toISOString();
-  if (row.delivered_at) delivery.deliveredAt = row.delivered_at.toISOString();
+    delivery.nextAttemptAt = new Date(row.next_attempt_at).toISOString();
+  if (row.delivered_at) delivery.deliveredAt = new Date(row.delivered_at).toISOString();
   if (row.last_error !== null && row.status !== 'delivered') delivery.error = row.last_error;
   return delivery;
 }
@@ -81,9 +80,9 @@ export async function getRun(
   organizationId: string,
   runId: string,
 ): Promise<RunWithDeliveries> {
-  const row = await findRun(deps.db, organizationId, runId);
+  const row = await findRunWithDeliveries(deps.db, organizationId, runId);
   if (!row) throw errors.notFound('Run');
-  const deliveries = await listDeliveriesOfRun(deps.db, runId);
+  const { deliveries } = row;
   return { ...runView(row), ...(deliveries.length > 0 && { deliveries: deliveries.map(deliveryView) }) };
 }
 

@@ -6,6 +6,7 @@ import {
   releaseLeased,
   settleLeased,
 } from './leased-jobs.ts';
+import type { RunRow } from './runs.ts';
 import type { NoticeKind } from './task-notices.ts';
 
 /** `suppressed`: a run's destination it was not sent to (the task's deliverOn); never attempted. */
@@ -174,20 +175,47 @@ export async function releaseDelivery(
   await releaseLeased(db, DELIVERIES, { id: deliveryId, owner, now });
 }
 
-/** A run's deliveries in order, each with its attempts oldest first. */
-export function listDeliveriesOfRun(
+/**
+ * A delivery of a run as read with the run (findRunWithDeliveries): what the API shows of it,
+ * its times as JSON gives them (ISO 8601 text).
+ */
+export interface RunDeliveryRow
+  extends Pick<
+    DeliveryRow,
+    'id' | 'channel' | 'target' | 'label' | 'status' | 'destination_id' | 'last_error'
+  > {
+  next_attempt_at: string | null;
+  delivered_at: string | null;
+  attempt_log: AttemptRow[];
+}
+
+/**
+ * One run of the organization with its deliveries in order, each with its attempts oldest
+ * first, in one statement: one round trip, and one snapshot, so the run's delivery status and
+ * its deliveries agree (its end queues them in its own transaction). Undefined when the run is
+ * not the organization's.
+ */
+export async function findRunWithDeliveries(
   db: Queryable,
+  organizationId: string,
   runId: string,
-): Promise<(DeliveryRow & { attempt_log: AttemptRow[] })[]> {
-  return db.query(
-    `SELECT d.*, coalesce((SELECT json_agg(json_build_object(
-               'attempt', a.attempt, 'started_at', a.started_at, 'duration_ms', a.duration_ms,
-               'outcome', a.outcome, 'status_code', a.status_code, 'error', a.error, 'response', a.response)
-               ORDER BY a.attempt)
-             FROM delivery_attempts a WHERE a.delivery_id = d.id), '[]'::json) AS attempt_log
-       FROM deliveries d WHERE d.run_id = $1 ORDER BY d.position, d.id`,
-    [runId],
+): Promise<(RunRow & { deliveries: RunDeliveryRow[] }) | undefined> {
+  const [row] = await db.query<RunRow & { deliveries: RunDeliveryRow[] }>(
+    `SELECT r.*, coalesce((SELECT json_agg(json_build_object(
+               'id', d.id, 'channel', d.channel, 'target', d.target, 'label', d.label,
+               'status', d.status, 'destination_id', d.destination_id, 'last_error', d.last_error,
+               'next_attempt_at', d.next_attempt_at, 'delivered_at', d.delivered_at,
+               'attempt_log', coalesce((SELECT json_agg(json_build_object(
+                   'attempt', a.attempt, 'started_at', a.started_at, 'duration_ms', a.duration_ms,
+                   'outcome', a.outcome, 'status_code', a.status_code, 'error', a.error, 'response', a.response)
+                   ORDER BY a.attempt)
+                 FROM delivery_attempts a WHERE a.delivery_id = d.id), '[]'::json))
+               ORDER BY d.position, d.id)
+             FROM deliveries d WHERE d.run_id = r.id), '[]'::json) AS deliveries
+       FROM runs r WHERE r.id = $1 AND r.organization_id = $2`,
+    [runId, organizationId],
   );
+  return row;
 }
 
 /**
