@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
+import { MAX_ATTEMPTS_KEPT } from '../src/db/sql/deliveries.ts';
 import { findOrganization } from '../src/db/sql/organizations.ts';
 import { createChannels } from '../src/delivery/channels/index.ts';
 import { DeliveryDispatcher } from '../src/delivery/dispatcher.ts';
@@ -246,6 +247,41 @@ describe('delivery', () => {
       key: org.apiKey,
     });
     assert.equal(nothingLeft.status, 409);
+  });
+
+  test('a delivery redelivered again and again keeps only its latest 50 attempts, numbered as they were made', async () => {
+    // 410 Gone is not retried: each redelivery is one more attempt, failed at once.
+    const hook = await receiver(...Array.from({ length: MAX_ATTEMPTS_KEPT + 5 }, () => ({ status: 410 })));
+    const task = await newTask(svc, org, { destinations: [{ type: 'webhook', value: hook.url }] });
+    const runId = await runNow(svc, org, task.id);
+    let run = await settledRun(svc, org, runId);
+    const total = MAX_ATTEMPTS_KEPT + 3;
+    for (let made = 1; made < total; made++) {
+      const again = await svc.call({
+        method: 'POST',
+        url: `/api/svc/runs/${runId}/redeliver`,
+        key: org.apiKey,
+      });
+      assert.equal(again.status, 202, again.raw);
+      run = await settledRun(svc, org, runId);
+      assert.equal(run.deliveryStatus, 'failed');
+    }
+    assert.equal(hook.requests.length, total, 'every redelivery was attempted');
+    const attempts = run.deliveries[0].attempts.map((a: { attempt: number }) => a.attempt);
+    assert.equal(attempts.length, MAX_ATTEMPTS_KEPT);
+    assert.deepEqual(
+      attempts,
+      Array.from({ length: MAX_ATTEMPTS_KEPT }, (_, i) => total - MAX_ATTEMPTS_KEPT + 1 + i),
+    );
+    const kept = await svc.testDb.db.query<{ kept: number }>(
+      'SELECT count(*)::int AS kept FROM delivery_attempts WHERE delivery_id = $1',
+      [run.deliveries[0].id],
+    );
+    assert.equal(
+      kept[0]?.kept,
+      MAX_ATTEMPTS_KEPT,
+      'the older attempts are gone from the database, not only from the answer',
+    );
   });
 
   test('a 302 is a failed attempt and its target is never called', async () => {

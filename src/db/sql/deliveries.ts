@@ -128,8 +128,18 @@ export interface AttemptRecord {
 }
 
 /**
+ * Attempts kept in a delivery's log: the latest ones. A round of retries is at most 21 attempts
+ * (SVC_DELIVERY_RETRY_SCHEDULE: at most 20 retries), but a redelivery starts another round, and
+ * a receiver that fails at once (410 Gone) makes each redelivery one more attempt: without a
+ * bound, an organization could grow one run's log, and the answer of GET /runs/{id}, without
+ * end. The delivery's own count of attempts goes on; its attempts keep their numbers.
+ */
+export const MAX_ATTEMPTS_KEPT = 50;
+
+/**
  * Records one attempt and its consequence in one transaction, only while `owner` still holds
- * the delivery (a dispatcher whose lease expired records nothing). Returns whether it did.
+ * the delivery (a dispatcher whose lease expired records nothing). Returns whether it did. The
+ * log keeps the latest MAX_ATTEMPTS_KEPT attempts.
  */
 export async function recordAttempt(tx: Queryable, r: AttemptRecord): Promise<boolean> {
   // Lock order: the run first, then its delivery (as redelivery does).
@@ -161,6 +171,14 @@ export async function recordAttempt(tx: Queryable, r: AttemptRecord): Promise<bo
       r.response ?? null,
     ],
   );
+  // Attempts are numbered by the delivery's count (a claim whose process died leaves a gap):
+  // those MAX_ATTEMPTS_KEPT or more behind this one leave the log, so it never holds more.
+  if (r.attempt > MAX_ATTEMPTS_KEPT) {
+    await tx.query('DELETE FROM delivery_attempts WHERE delivery_id = $1 AND attempt <= $2', [
+      r.deliveryId,
+      r.attempt - MAX_ATTEMPTS_KEPT,
+    ]);
+  }
   if (r.runId) await refreshRunDeliveryStatus(tx, r.runId);
   return true;
 }
