@@ -125,6 +125,8 @@ export interface Config {
     tasks: number;
     skills: number;
     sources: number;
+    /** API keys not revoked. */
+    apiKeys: number;
     /** Destinations over all its tasks. */
     destinations: number;
     /** UTF-8 bytes of all its skills' content. */
@@ -284,6 +286,7 @@ export function loadConfig(env: RawEnv, system: ConfigSystem = SYSTEM): Config {
       tasks: e.SVC_MAX_TASKS_PER_ORG,
       skills: e.SVC_MAX_SKILLS_PER_ORG,
       sources: e.SVC_MAX_SOURCES_PER_ORG,
+      apiKeys: e.SVC_MAX_API_KEYS_PER_ORG,
       destinations: e.SVC_MAX_DESTINATIONS_PER_ORG,
       skillContentBytes: e.SVC_MAX_SKILL_CONTENT_MB_PER_ORG * MB,
       taskPromptBytes: e.SVC_MAX_TASK_PROMPT_MB_PER_ORG * MB,

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { MAX_REVOKED_KEYS_KEPT } from '../src/db/sql/api-keys.ts';
 import { isWellFormedApiKey } from '../src/domain/api-key-format.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
 
@@ -163,6 +164,79 @@ describe('admin API', () => {
       await svc.call({ method: 'GET', url: `/api/admin/organizations/${organizationId}/keys`, admin: true })
     ).body[0].revokedAt;
     assert.equal(again, first);
+  });
+
+  /** `n` keys of the organization written straight to the database, revoked at the given times or not. */
+  const insertKeys = async (organizationId: string, n: number, revokedAt?: (i: number) => Date) => {
+    for (let i = 0; i < n; i++) {
+      await svc.testDb.db.query(
+        `INSERT INTO api_keys (id, organization_id, name, key_hash, display_prefix, revoked_at)
+         VALUES (gen_random_uuid(), $1, $2, md5(random()::text) || md5(random()::text), 'svc_test_xx', $3)`,
+        [organizationId, `bulk ${i}`, revokedAt?.(i) ?? null],
+      );
+    }
+  };
+  const createKey = (organizationId: string, name: string) =>
+    svc.call({
+      method: 'POST',
+      url: `/api/admin/organizations/${organizationId}/keys`,
+      admin: true,
+      body: { name },
+    });
+
+  test('an organization holds at most SVC_MAX_API_KEYS_PER_ORG keys not revoked: one more is a 403 until one is revoked', async () => {
+    const { organizationId } = await svc.createOrg();
+    const cap = svc.config.orgCaps.apiKeys;
+    // The organization's first key, then all but one of the rest.
+    await insertKeys(organizationId, cap - 2);
+    assert.equal((await createKey(organizationId, 'the last one')).status, 201);
+    const over = await createKey(organizationId, 'one too many');
+    assert.equal(over.status, 403, over.raw);
+    assert.equal(over.body.error.code, 'plan_limit_exceeded');
+    assert.match(over.body.error.message, new RegExp(`at most ${cap} API keys that are not revoked`));
+    const list = await svc.call({
+      method: 'GET',
+      url: `/api/admin/organizations/${organizationId}/keys`,
+      admin: true,
+    });
+    assert.equal(list.body.length, cap, 'nothing was written');
+    const first = list.body.at(-1).id;
+    assert.equal(
+      (await svc.call({ method: 'DELETE', url: `/api/admin/keys/${first}`, admin: true })).status,
+      204,
+    );
+    assert.equal((await createKey(organizationId, 'in the place of a revoked one')).status, 201);
+  });
+
+  test("a revocation keeps the organization's latest 100 revoked keys and deletes the older ones", async () => {
+    const { organizationId } = await svc.createOrg();
+    const other = await svc.createOrg();
+    const day = (i: number) => new Date(Date.UTC(2026, 0, 1 + i));
+    await insertKeys(organizationId, MAX_REVOKED_KEYS_KEPT + 5, day);
+    await insertKeys(other.organizationId, 3, day);
+    const list = async (id: string) =>
+      (await svc.call({ method: 'GET', url: `/api/admin/organizations/${id}/keys`, admin: true })).body as {
+        id: string;
+        name: string;
+        revokedAt: string | null;
+      }[];
+    const active = (await list(organizationId)).find((k) => k.revokedAt === null);
+    assert.ok(active);
+    assert.equal(
+      (await svc.call({ method: 'DELETE', url: `/api/admin/keys/${active.id}`, admin: true })).status,
+      204,
+    );
+    const after = await list(organizationId);
+    assert.equal(after.length, MAX_REVOKED_KEYS_KEPT);
+    assert.ok(
+      after.some((k) => k.id === active.id),
+      'the key just revoked is kept',
+    );
+    const names = new Set(after.map((k) => k.name));
+    // The oldest revocations (days 0 to 5) are gone; the latest 99 of the bulk are kept.
+    for (let i = 0; i < 6; i++) assert.ok(!names.has(`bulk ${i}`), `bulk ${i} deleted`);
+    for (let i = 6; i < MAX_REVOKED_KEYS_KEPT + 5; i++) assert.ok(names.has(`bulk ${i}`), `bulk ${i} kept`);
+    assert.equal((await list(other.organizationId)).length, 4, "another organization's keys are untouched");
   });
 
   test("an organization's first user is its owner, further users are members within usersLimit", async () => {

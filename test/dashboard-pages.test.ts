@@ -534,4 +534,29 @@ describe('dashboard pages', () => {
     assert.equal((await get(alice, `/dashboard/tasks/${taskId}`)).statusCode, 404);
     assert.equal((await get(alice, `/dashboard/runs/${runId}`)).statusCode, 404);
   });
+
+  test('at the cap of keys not revoked, creating a key shows the page again with the reason, status 403', async () => {
+    const cap = svc.config.orgCaps.apiKeys;
+    const count = async () =>
+      (
+        await svc.testDb.db.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM api_keys WHERE organization_id = $1',
+          [alice.organizationId],
+        )
+      )[0]?.n ?? 0;
+    const have = await count();
+    for (let i = have; i < cap - 1; i++) {
+      await svc.testDb.db.query(
+        `INSERT INTO api_keys (id, organization_id, name, key_hash, display_prefix)
+         VALUES (gen_random_uuid(), $1, $2, md5(random()::text) || md5(random()::text), 'svc_test_xx')`,
+        [alice.organizationId, `bulk ${i}`],
+      );
+    }
+    const last = await post(alice, '/dashboard/keys', { name: 'the last one' });
+    assert.equal(last.statusCode, 201, last.body);
+    const over = await post(alice, '/dashboard/keys', { name: 'one too many' });
+    assert.equal(over.statusCode, 403);
+    assert.match(over.body, new RegExp(`at most ${cap} API keys that are not revoked; revoke one first`));
+    assert.equal(await count(), cap, 'nothing was written');
+  });
 });

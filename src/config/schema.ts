@@ -357,6 +357,11 @@ export const EnvSchema = Type.Object({
     group: 'caps',
     description: 'Sources of one organization.',
   }),
+  SVC_MAX_API_KEYS_PER_ORG: int(1, 100_000, 100, {
+    group: 'caps',
+    description:
+      'API keys of one organization that are not revoked (of its revoked keys, the latest 100 are kept).',
+  }),
   SVC_MAX_SOURCE_TESTS_PER_ORG: int(1, 100, 2, {
     group: 'caps',
     description: 'Connection tests one organization runs at once in one process; more answer 429.',

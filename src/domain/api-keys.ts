@@ -4,6 +4,7 @@ import { errors } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';
 import { displayPrefix, generateApiKey, hashApiKey } from './api-key-format.ts';
 import type { Deps } from './deps.ts';
+import { checkApiKeyTotals } from './org-caps.ts';
 import type { Viewer } from './sessions.ts';
 
 export interface ApiKeyView {
@@ -37,7 +38,25 @@ export function apiKeyView(row: ApiKeyRow): ApiKeyView {
   };
 }
 
-/** Creates a key; the returned `apiKey` value exists nowhere else and is shown once. */
+/**
+ * Creates a key of an existing organization within its cap of keys not revoked
+ * (SVC_MAX_API_KEYS_PER_ORG), checked under the organization's row lock so that concurrent
+ * creates cannot pass it. 404 without the organization, 403 at the cap.
+ */
+export function createCappedApiKey(
+  deps: Pick<Deps, 'clock' | 'db' | 'config'>,
+  input: { organizationId: string; name: string; expiresAt?: Date | null; createdByUserId?: string | null },
+): Promise<{ key: ApiKeyView; apiKey: string }> {
+  return deps.db.transaction(async (tx) => {
+    await checkApiKeyTotals(tx, input.organizationId, deps.config.orgCaps);
+    return createApiKey(deps, tx, input);
+  });
+}
+
+/**
+ * Creates a key without looking at the cap (the first key of an organization being created);
+ * the returned `apiKey` value exists nowhere else and is shown once.
+ */
 export async function createApiKey(
   deps: Pick<Deps, 'clock'>,
   db: Queryable,

@@ -2,6 +2,7 @@
 // what its lists return and what it stores (config.orgCaps, docs/api.md "Limits").
 import type { Config } from '../config.ts';
 import type { Queryable } from '../db/db.ts';
+import { unrevokedApiKeyCount } from '../db/sql/api-keys.ts';
 import { skillTotals } from '../db/sql/skills.ts';
 import { sourceCount } from '../db/sql/sources.ts';
 import { lockOrganizationRow, type OrganizationTotals } from '../db/sql/tasks.ts';
@@ -11,7 +12,14 @@ export type OrgCaps = Config['orgCaps'];
 
 const MB = 1024 * 1024;
 
-type CapName = 'tasks' | 'taskPromptBytes' | 'destinations' | 'skills' | 'skillContentBytes' | 'sources';
+type CapName =
+  | 'tasks'
+  | 'taskPromptBytes'
+  | 'destinations'
+  | 'skills'
+  | 'skillContentBytes'
+  | 'sources'
+  | 'apiKeys';
 
 /** The 403 for a create or change that would take the organization past one of its caps. */
 export function orgCapReached(cap: CapName, caps: OrgCaps): AppError {
@@ -22,6 +30,7 @@ export function orgCapReached(cap: CapName, caps: OrgCaps): AppError {
     skills: `An organization may have at most ${caps.skills} skills; delete one first`,
     skillContentBytes: `The content of an organization's skills may total at most ${caps.skillContentBytes / MB} MB (UTF-8); shorten or delete some first`,
     sources: `An organization may have at most ${caps.sources} sources; delete one first`,
+    apiKeys: `An organization may have at most ${caps.apiKeys} API keys that are not revoked; revoke one first`,
   }[cap];
   return errors.planLimit(message);
 }
@@ -76,6 +85,13 @@ export function assertSkillCaps(
 export async function checkSourceTotals(tx: Queryable, organizationId: string, caps: OrgCaps): Promise<void> {
   if (!(await lockOrganizationRow(tx, organizationId))) throw errors.notFound('Organization');
   if ((await sourceCount(tx, organizationId)) + 1 > caps.sources) throw orgCapReached('sources', caps);
+}
+
+/** Locks the organization's row and checks that one more key stays within the cap (keys not revoked). */
+export async function checkApiKeyTotals(tx: Queryable, organizationId: string, caps: OrgCaps): Promise<void> {
+  if (!(await lockOrganizationRow(tx, organizationId))) throw errors.notFound('Organization');
+  if ((await unrevokedApiKeyCount(tx, organizationId)) + 1 > caps.apiKeys)
+    throw orgCapReached('apiKeys', caps);
 }
 
 /**

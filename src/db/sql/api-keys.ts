@@ -57,11 +57,44 @@ export function listApiKeys(db: Queryable, organizationId: string): Promise<ApiK
   );
 }
 
-/** Marks a key revoked (idempotent: the first revocation time is kept). */
+/** The organization's keys that are not revoked (expired ones included). */
+export async function unrevokedApiKeyCount(db: Queryable, organizationId: string): Promise<number> {
+  const [row] = await db.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM api_keys WHERE organization_id = $1 AND revoked_at IS NULL',
+    [organizationId],
+  );
+  return row?.n ?? 0;
+}
+
+/**
+ * Revoked keys an organization keeps, the latest revoked: the rest are deleted. A key revoked
+ * is refused whether its row is kept or not (unknown instead of revoked once deleted), and
+ * without a bound the cycle create, revoke would grow the organization's key list, which the
+ * dashboard and the admin API show whole, without end.
+ */
+export const MAX_REVOKED_KEYS_KEPT = 100;
+
+/**
+ * Marks a key revoked (idempotent: the first revocation time is kept) and deletes its
+ * organization's revoked keys beyond the latest MAX_REVOKED_KEYS_KEPT, this one counted.
+ */
 export async function revokeApiKey(db: Queryable, id: string, now: Date): Promise<ApiKeyRow | undefined> {
   const [key] = await db.query<ApiKeyRow>(
-    `UPDATE api_keys SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1 RETURNING ${KEY_COLUMNS}`,
-    [id, now],
+    `WITH revoked AS (
+       UPDATE api_keys SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1 RETURNING ${KEY_COLUMNS}
+     ), pruned AS (
+       -- The statement's snapshot is from before the UPDATE: the key revoked here is left out
+       -- by its id, whether it was revoked before or not.
+       DELETE FROM api_keys k
+        WHERE k.organization_id = (SELECT organization_id FROM revoked)
+          AND k.revoked_at IS NOT NULL AND k.id <> $1
+          AND k.id NOT IN (SELECT x.id FROM api_keys x
+                            WHERE x.organization_id = (SELECT organization_id FROM revoked)
+                              AND x.revoked_at IS NOT NULL AND x.id <> $1
+                            ORDER BY x.revoked_at DESC, x.id DESC LIMIT $3)
+     )
+     SELECT * FROM revoked`,
+    [id, now, MAX_REVOKED_KEYS_KEPT - 1],
   );
   return key;
 }

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { createApiKey, listOrganizationKeys, revokeKey } from '../../domain/api-keys.ts';
+import { createCappedApiKey, listOrganizationKeys, revokeKey } from '../../domain/api-keys.ts';
 import type { Deps } from '../../domain/deps.ts';
 import { getOrganization } from '../../domain/organizations.ts';
 import { errors } from '../../lib/errors.ts';
@@ -18,12 +18,12 @@ export function adminKeyRoutes(app: App, deps: Deps): void {
       schema: {
         operationId: 'createApiKey',
         description:
-          "Creates an API key for the organization; the key's value is in this response only and is stored as a hash.",
+          "Creates an API key for the organization; the key's value is in this response only and is stored as a hash. 403 when the organization has SVC_MAX_API_KEYS_PER_ORG keys that are not revoked.",
         ...adminSchema,
         summary: 'Create an API key; its value is in this response only',
         params: IdParams,
         body: CreateKeyBody,
-        response: { 201: CreatedKey, ...errorResponses(400, 401, 404, 413, 415) },
+        response: { 201: CreatedKey, ...errorResponses(400, 401, 403, 404, 413, 415) },
       },
     },
     async (request, reply) => {
@@ -34,7 +34,7 @@ export function adminKeyRoutes(app: App, deps: Deps): void {
           { path: '/body/expiresAt', message: 'must be in the future' },
         ]);
       }
-      const { key, apiKey } = await createApiKey(deps, deps.db, {
+      const { key, apiKey } = await createCappedApiKey(deps, {
         organizationId: request.params.id,
         name: request.body.name,
         expiresAt,

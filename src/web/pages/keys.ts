@@ -1,6 +1,6 @@
 // Settings → API keys: each person creates their own keys; a value is shown once.
 import type { FastifyReply } from 'fastify';
-import { createApiKey, keysForViewer, revokeKeyAs } from '../../domain/api-keys.ts';
+import { createCappedApiKey, keysForViewer, revokeKeyAs } from '../../domain/api-keys.ts';
 import type { Deps } from '../../domain/deps.ts';
 import { webhookSecretOf } from '../../domain/organizations.ts';
 import type { Viewer } from '../../domain/users.ts';
@@ -88,11 +88,18 @@ export function keyPages(scope: WebScope, deps: Deps): void {
         }),
       );
     }
-    const { apiKey } = await createApiKey(deps, deps.db, {
-      organizationId: viewer.organizationId,
-      name,
-      createdByUserId: viewer.userId,
-    });
+    let apiKey: string;
+    try {
+      ({ apiKey } = await createCappedApiKey(deps, {
+        organizationId: viewer.organizationId,
+        name,
+        createdByUserId: viewer.userId,
+      }));
+    } catch (err) {
+      // At the cap of keys not revoked: the page again, saying so.
+      if (!(err instanceof AppError) || err.code !== 'plan_limit_exceeded') throw err;
+      return send(reply, err.status, await keysPage(deps, viewer, '', { kind: 'error', text: err.message }));
+    }
     // The value is in this response only: it is stored nowhere but as a hash.
     const shown = html`<section class="card" aria-labelledby="new-key">
 <h2 id="new-key">New key “${name}”</h2>
