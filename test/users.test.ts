@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { MAX_SESSIONS_PER_USER } from '../src/db/sql/users.ts';
 import { createApiKey, listOrganizationKeys } from '../src/domain/api-keys.ts';
 import type { Deps } from '../src/domain/deps.ts';
+import { startSession } from '../src/domain/sessions.ts';
 import {
   acceptInvitation,
   countUsers,
@@ -95,6 +97,37 @@ describe('users, sessions and invitations', () => {
     assert.equal(members[0]?.role, 'owner');
     assert.equal(members[0]?.lastSignInAt, clock.now().toISOString());
     assert.equal(await countUsers(deps.db, organizationId), 1);
+  });
+
+  test('a person keeps at most 100 sessions: one more ends the least recently used', async () => {
+    const { session, userId } = await signUp(deps, {
+      email: uniqueEmail('many-devices'),
+      password: PASSWORD,
+      organizationName: 'Many Devices',
+    });
+    const tokens: string[] = [];
+    for (let i = 1; i < MAX_SESSIONS_PER_USER; i++) {
+      clock.advance(1000);
+      tokens.push((await startSession(deps.db, userId, clock.now())).token);
+    }
+    const count = async () =>
+      (
+        await deps.db.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM user_sessions WHERE user_id = $1',
+          [userId],
+        )
+      )[0]?.n;
+    assert.equal(await count(), MAX_SESSIONS_PER_USER, 'the sign-up session and 99 more: none ended yet');
+    // The sign-up session is used again (over a minute later): now the most recently used.
+    clock.advance(2 * 60_000);
+    assert.ok(await viewerOfSession(deps, session.token));
+    clock.advance(1000);
+    const newest = (await startSession(deps.db, userId, clock.now())).token;
+    assert.equal(await count(), MAX_SESSIONS_PER_USER);
+    assert.equal(await viewerOfSession(deps, tokens[0] ?? ''), undefined, 'the least recently used is ended');
+    assert.ok(await viewerOfSession(deps, tokens[1] ?? ''), 'the next one is not');
+    assert.ok(await viewerOfSession(deps, session.token), 'the one used again is kept');
+    assert.ok(await viewerOfSession(deps, newest));
   });
 
   test('sign-up makes no API key: people create their own, each recorded with its creator', async () => {

@@ -88,14 +88,31 @@ export async function lockOrganization(
 
 // ---- sessions ----
 
+/**
+ * Sessions one person keeps: starting one more ends the least recently used beyond this.
+ * Sign-ins are limited per client address and minute, not per person, and a session lasts 14
+ * days: without a bound, signing in again and again would grow one person's sessions without
+ * end.
+ */
+export const MAX_SESSIONS_PER_USER = 100;
+
+/** Starts a session and ends the user's least recently used ones beyond MAX_SESSIONS_PER_USER. */
 export async function insertSession(
   db: Queryable,
   s: { idHash: string; userId: string; csrfToken: string; now: Date; expiresAt: Date },
 ): Promise<void> {
   await db.query(
-    `INSERT INTO user_sessions (id_hash, user_id, csrf_token, created_at, expires_at, last_seen_at)
-     VALUES ($1, $2, $3, $4, $5, $4)`,
-    [s.idHash, s.userId, s.csrfToken, s.now, s.expiresAt],
+    `WITH made AS (
+       INSERT INTO user_sessions (id_hash, user_id, csrf_token, created_at, expires_at, last_seen_at)
+       VALUES ($1, $2, $3, $4, $5, $4) RETURNING 1
+     ), ended AS (
+       -- The statement's snapshot is from before the INSERT: the new session is not among these.
+       DELETE FROM user_sessions WHERE id_hash IN (
+         SELECT x.id_hash FROM user_sessions x WHERE x.user_id = $2
+          ORDER BY x.last_seen_at DESC, x.created_at DESC, x.id_hash OFFSET $6)
+     )
+     SELECT count(*)::int AS n FROM made`,
+    [s.idHash, s.userId, s.csrfToken, s.now, s.expiresAt, MAX_SESSIONS_PER_USER - 1],
   );
 }
 
