@@ -329,6 +329,30 @@ describe('validation of every request constraint', () => {
     calls.sources.patch(fx.org, ids.local, f),
   );
 
+  test('text the database cannot store answers 400 naming where it is, in a value or in a name', async () => {
+    const cases: [what: string, fields: Record<string, unknown>, path: string, message: string][] = [
+      ['a NUL in the prompt', { prompt: 'a\u0000b' }, '/body/prompt', 'must not contain the NUL character'],
+      [
+        "a lone surrogate in a destination's label",
+        { destinations: [{ ...email, label: 'x\uD800' }] },
+        `${D0}/label`,
+        'must be well-formed Unicode',
+      ],
+      [
+        'a NUL in a property name of the output schema, escaped as a JSON pointer',
+        { outputSchema: { type: 'object', properties: { 'a/b~\u0000': { type: 'string' } } } },
+        '/body/outputSchema/properties/a~1b~0\u0000',
+        'its name must not contain the NUL character',
+      ],
+    ];
+    for (const [what, fields, path, message] of cases) {
+      const res = await create('tasks', taskBase, fields);
+      assertRefused(res, path);
+      const detail = res.body.error.details.find((d: { path: string }) => d.path === path);
+      assert.ok(detail.message.startsWith(message), `${what}: ${detail.message}`);
+    }
+  });
+
   test('a body that is not an object answers 400 naming the body, on create and on update', async () => {
     for (const resource of ['tasks', 'skills', 'sources'] as const) {
       const res = await fx.svc.call({

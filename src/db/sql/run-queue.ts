@@ -3,6 +3,7 @@ import { deliveryTargets } from './delivery-targets.ts';
 import { type LeasedTable, releaseLeased, renewLeased } from './leased-jobs.ts';
 import type { RunRow } from './runs.ts';
 import { insertNoticeJobs, pruneNoticeJobs } from './task-notices.ts';
+import { isoTime } from './time.ts';
 
 /**
  * The run queue lives in the runs table: `pending` runs wait; a worker claims one by setting it
@@ -356,7 +357,7 @@ export function recordLockedRunEndsStatement(ends: readonly RunEnd[]): Statement
       ends.map((e) => e.result.status),
       ends.map((e) => e.result.output),
       ends.map((e) => e.result.error),
-      ends.map((e) => e.result.completedAt),
+      ends.map((e) => isoTime(e.result.completedAt)),
       ends.map((e) => Math.max(0, Math.round(e.result.heldMs ?? 0))),
     ],
   };

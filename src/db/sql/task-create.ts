@@ -9,6 +9,7 @@ import {
   type TaskSettings,
   type TaskWithLinks,
 } from './tasks.ts';
+import { isoTime } from './time.ts';
 
 export interface NewTaskLinks {
   skillIds: readonly string[];
@@ -138,7 +139,7 @@ export async function createTasks(
   const results = await db.query<CreateResultRow>(CREATE_TASKS, [
     rows.map((r) => r.id),
     rows.map((r) => r.organizationId),
-    rows.map((r) => r.createdAt),
+    rows.map((r) => isoTime(r.createdAt)),
     rows.map((r) => r.name),
     rows.map((r) => r.prompt),
     rows.map((r) => r.model),
@@ -154,8 +155,8 @@ export async function createTasks(
     rows.map((r) => r.delivery_sms),
     rows.map((r) => r.delivery_phone_number),
     rows.map((r) => r.user_id),
-    rows.map((r) => r.next_run_at),
-    rows.map((r) => r.updated_at),
+    rows.map((r) => isoTime(r.next_run_at)),
+    rows.map((r) => isoTime(r.updated_at)),
     tasks.map((t) => t.wakeSchedulers),
     skills.map((s) => s.item),
     skills.map((s) => s.id),

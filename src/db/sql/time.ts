@@ -17,3 +17,11 @@ export const databaseClock: Clock = {
   // null: the statement reads the database's clock itself (one round trip fewer).
   statementNow: () => null,
 };
+
+/**
+ * A time as a timestamptz array element: ISO 8601 text. The driver turns a Date into text
+ * through its own formatter (with the local offset), about 1.5 us each, where toISOString is a
+ * fraction of that: measured in a profile of task creates, one parameter array of dates per
+ * column cost 1.7 us per create. Null stays null (a column's SQL default or the database's clock).
+ */
+export const isoTime = (time: Date | null): string | null => (time === null ? null : time.toISOString());
