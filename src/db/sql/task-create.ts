@@ -254,8 +254,6 @@ const CREATE_TASKS = `
                            delivery_email_address, delivery_sms, delivery_phone_number, user_id,
                            next_run_at, updated_at, wake, monthly_cost_limit_cents, max_cost_cents_per_run,
                            output_schema, required_tools, auto_pause_after_failures, deliver_on, ord)
-  ), checks_in AS (
-    SELECT ord, max_cost_cents_per_run, output_schema, required_tools FROM input
   ), skills_in AS MATERIALIZED (
     SELECT u.item, u.id, row_number() OVER (PARTITION BY u.item ORDER BY u.ord) AS position
       FROM unnest($2::int[], $3::uuid[]) WITH ORDINALITY AS u(item, id, ord)
@@ -322,8 +320,6 @@ const CREATE_TASKS = `
       ) r JOIN orgs o ON o.id = r.organization_id
   ), accepted AS (
     SELECT i.* FROM input i JOIN ranked r ON r.ord = i.ord WHERE r.refusal IS NULL
-  ), settings AS (
-    SELECT ord, auto_pause_after_failures, deliver_on FROM input
   ), task AS (
     INSERT INTO tasks (id, organization_id, created_at, name, prompt, model, schedule, status,
                        cron_expression, schedule_time, schedule_days, timezone, delivery_email,
@@ -334,10 +330,10 @@ const CREATE_TASKS = `
     SELECT a.id, a.organization_id, a.created_at, a.name, a.prompt, a.model, a.schedule, a.status,
            a.cron_expression, a.schedule_time, string_to_array(a.schedule_days, ','), a.timezone,
            a.delivery_email, a.delivery_email_address, a.delivery_sms, a.delivery_phone_number,
-           a.user_id, a.next_run_at, a.updated_at, c.max_cost_cents_per_run, c.output_schema,
-           c.required_tools, p.auto_pause_after_failures, p.deliver_on, a.monthly_cost_limit_cents,
+           a.user_id, a.next_run_at, a.updated_at, a.max_cost_cents_per_run, a.output_schema,
+           a.required_tools, a.auto_pause_after_failures, a.deliver_on, a.monthly_cost_limit_cents,
            l.skill_ids, l.source_ids, l.destinations
-      FROM accepted a JOIN checks_in c ON c.ord = a.ord JOIN settings p ON p.ord = a.ord
+      FROM accepted a
       JOIN links l ON l.ord = a.ord
      ORDER BY a.ord
     RETURNING *
