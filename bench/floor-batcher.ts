@@ -2,6 +2,7 @@
 // inserted the way the service batches creates (src/domain/task-create-batcher.ts), so that the
 // service's creates are compared with the same work done bare, batched alike.
 import { randomUUID } from 'node:crypto';
+import { GroupCommit } from '../src/lib/group-commit.ts';
 
 export type Query = (sql: string, params?: unknown[]) => Promise<unknown[]>;
 
@@ -17,41 +18,38 @@ export const FLOOR_BATCH_IN_FLIGHT = 4;
 /** …each with at most this many rows. */
 const FLOOR_BATCH_MAX = 64;
 
+interface Waiting {
+  id: string;
+  org: string;
+  name: string;
+  done: (row: unknown) => void;
+  fail: (e: unknown) => void;
+}
+
 /**
- * Creates batched the way the service batches them (TaskCreateBatcher): a create goes out at
- * once while fewer than `inFlight` statements run, and otherwise joins the next statement.
+ * Creates batched the way the service batches them (TaskCreateBatcher, through the same
+ * GroupCommit): a create goes out at once while fewer than `inFlight` statements run and none
+ * holds its organization, and otherwise joins the next statement.
  */
 export function insertBatcher(query: Query, inFlight: number) {
-  type Waiting = {
-    id: string;
-    org: string;
-    name: string;
-    done: (row: unknown) => void;
-    fail: (e: unknown) => void;
-  };
-  const queue: Waiting[] = [];
-  let running = 0;
-  const pump = () => {
-    while (running < inFlight && queue.length) {
-      const batch = queue.splice(0, FLOOR_BATCH_MAX);
-      running++;
-      query(ITEMS_INSERT, [batch.map((b) => b.id), batch.map((b) => b.org), batch.map((b) => b.name)])
-        .then((rows) => {
-          const byId = new Map((rows as { id: string }[]).map((r) => [r.id, r]));
-          for (const b of batch) b.done(byId.get(b.id));
-        })
-        .catch((err: unknown) => {
-          for (const b of batch) b.fail(err);
-        })
-        .finally(() => {
-          running--;
-          pump();
-        });
-    }
-  };
+  const batches = new GroupCommit<Waiting>({
+    maxInFlight: inFlight,
+    maxBatch: FLOOR_BATCH_MAX,
+    keyOf: (w) => w.org,
+    send: async (batch) => {
+      try {
+        const rows = await query(ITEMS_INSERT, [
+          batch.map((b) => b.id),
+          batch.map((b) => b.org),
+          batch.map((b) => b.name),
+        ]);
+        const byId = new Map((rows as { id: string }[]).map((r) => [r.id, r]));
+        for (const b of batch) b.done(byId.get(b.id));
+      } catch (err) {
+        for (const b of batch) b.fail(err);
+      }
+    },
+  });
   return (org: string, name: string) =>
-    new Promise<unknown>((done, fail) => {
-      queue.push({ id: randomUUID(), org, name, done, fail });
-      pump();
-    });
+    new Promise<unknown>((done, fail) => batches.add({ id: randomUUID(), org, name, done, fail }));
 }

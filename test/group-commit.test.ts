@@ -5,11 +5,17 @@ import { test } from 'node:test';
 import { GroupCommit } from '../src/lib/group-commit.ts';
 
 /** A group commit whose batches are recorded and complete only when `release` is called. */
-function recorded(o: { maxBatch: number; maxWeight?: number }) {
+function recorded(o: {
+  maxBatch: number;
+  maxWeight?: number;
+  maxInFlight?: number;
+  keyOf?: (n: number) => string;
+}) {
   const batches: number[][] = [];
   const pending: (() => void)[] = [];
   const commit = new GroupCommit<number>({
-    maxInFlight: 1,
+    maxInFlight: o.maxInFlight ?? 1,
+    ...(o.keyOf && { keyOf: o.keyOf }),
     maxBatch: o.maxBatch,
     weight: (n) => n,
     ...(o.maxWeight !== undefined && { maxWeight: o.maxWeight }),
@@ -18,6 +24,7 @@ function recorded(o: { maxBatch: number; maxWeight?: number }) {
       return new Promise<void>((resolve) => pending.push(resolve));
     },
   });
+  /** Completes the oldest batch in flight. */
   const release = async () => {
     pending.shift()?.();
     await new Promise((r) => setImmediate(r));
@@ -44,4 +51,35 @@ test('a batch stops before the item that would take it over maxWeight, and an it
   await release();
   await release();
   assert.deepEqual(batches, [[1], [40, 50], [20], [500], [30]]);
+});
+
+// Keys: the tens digit (11 and 12 share key 1).
+const tens = (n: number) => String(Math.floor(n / 10));
+
+test('an item whose key a batch in flight holds waits for it, while items of other keys go out beside it', async () => {
+  const { commit, batches, release } = recorded({ maxBatch: 10, maxInFlight: 3, keyOf: tens });
+  commit.add(11);
+  commit.add(12);
+  commit.add(21);
+  commit.add(13);
+  commit.add(31);
+  // 11 holds key 1; 21 and 31 each go out at once in a batch of their own.
+  assert.deepEqual(batches, [[11], [21], [31]]);
+  await release();
+  // 11's batch done: 12 and 13, which waited for it, go together.
+  assert.deepEqual(batches, [[11], [21], [31], [12, 13]]);
+});
+
+test('a batch takes, in queue order, the items whose keys are free and passes over the held ones', async () => {
+  const { commit, batches, release } = recorded({ maxBatch: 10, maxInFlight: 2, keyOf: tens });
+  commit.add(11);
+  commit.add(21);
+  // Both slots are taken: these queue.
+  for (const n of [12, 31, 22, 32, 13]) commit.add(n);
+  assert.deepEqual(batches, [[11], [21]]);
+  await release();
+  // Key 1 is free again, key 2 still held: 22 stays for the next batch.
+  assert.deepEqual(batches, [[11], [21], [12, 31, 32, 13]]);
+  await release();
+  assert.deepEqual(batches, [[11], [21], [12, 31, 32, 13], [22]]);
 });

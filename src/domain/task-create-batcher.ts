@@ -21,8 +21,11 @@ const MAX_BATCH = 64;
  * Creates tasks through `createTasks`, several per statement when creates arrive faster than
  * statements complete. Nothing waits for a batch to fill: a create is sent at once while fewer
  * than MAX_IN_FLIGHT statements are running, and otherwise joins the next statement, which
- * takes everything that queued meanwhile. Under load, creates of one organization then share
- * one lock and one commit instead of queueing on the organization's row one by one.
+ * takes everything that queued meanwhile. A statement holds its organizations until it
+ * completes: creates of an organization that one holds wait for it and then go together in
+ * the next. Under load, creates of one organization then share one lock and one commit instead
+ * of queueing on the organization's row statement by statement, and one organization's flood of
+ * creates takes one statement in flight at a time, leaving the others to other organizations.
  *
  * A statement that fails for any other reason than an unreachable database is retried task by
  * task, so that one task that the database refuses fails alone.
@@ -38,6 +41,9 @@ export class TaskCreateBatcher {
     this.#batches = new GroupCommit({
       maxInFlight: Math.min(MAX_IN_FLIGHT, db.backend.maxConcurrency),
       maxBatch: MAX_BATCH,
+      // One statement per organization in flight: the next one's creates would only queue on
+      // its row lock; they wait here instead and go together in one statement.
+      keyOf: (p) => p.task.row.organizationId,
       send: (batch) => this.#send(batch),
     });
   }

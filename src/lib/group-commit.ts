@@ -5,6 +5,12 @@
  * takes everything that queued meanwhile (at most `maxBatch` items, and at most `maxWeight` of
  * their `weight` but for a batch's first item). `send` settles its batch's items itself (it
  * resolves or rejects each one) and must not reject.
+ *
+ * With `keyOf`, a batch in flight holds the keys of its items, and an item whose key is held
+ * waits for that batch to finish, then goes with the others of its key that queued meanwhile.
+ * For batches that take a lock per key (an organization's row), this keeps them from queueing
+ * on the lock in the database one after another, each with a few items, and from taking every
+ * slot in flight while they wait: one batch per key, as large as what arrived.
  */
 export class GroupCommit<T> {
   readonly #maxInFlight: number;
@@ -12,6 +18,9 @@ export class GroupCommit<T> {
   readonly #send: (batch: T[]) => Promise<void>;
   readonly #weight: (item: T) => number;
   readonly #maxWeight: number;
+  readonly #keyOf: ((item: T) => string) | undefined;
+  /** The keys of the batches in flight. */
+  readonly #held = new Set<string>();
   #queue: T[] = [];
   #inFlight = 0;
 
@@ -21,40 +30,60 @@ export class GroupCommit<T> {
     send: (batch: T[]) => Promise<void>;
     weight?: (item: T) => number;
     maxWeight?: number;
+    keyOf?: (item: T) => string;
   }) {
     this.#maxInFlight = Math.max(1, o.maxInFlight);
     this.#maxBatch = o.maxBatch;
     this.#send = o.send;
     this.#weight = o.weight ?? (() => 0);
     this.#maxWeight = o.maxWeight ?? Number.POSITIVE_INFINITY;
+    this.#keyOf = o.keyOf;
   }
 
   add(item: T): void {
     this.#queue.push(item);
+    // Every item queued before this one was either sent or found held when the queue was last
+    // pumped; an item whose key is held changes nothing, so the queue is not walked for it.
+    if (this.#keyOf && this.#held.has(this.#keyOf(item))) return;
     this.#pump();
   }
 
   #pump(): void {
     while (this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
-      const batch = this.#queue.splice(0, this.#batchLength());
+      const batch = this.#takeBatch();
+      if (batch.length === 0) return;
+      const keys = this.#keyOf ? new Set(batch.map(this.#keyOf)) : undefined;
+      for (const key of keys ?? []) this.#held.add(key);
       this.#inFlight++;
       void this.#send(batch).finally(() => {
         this.#inFlight--;
+        for (const key of keys ?? []) this.#held.delete(key);
         this.#pump();
       });
     }
   }
 
-  /** How many of the queue's first items the next batch takes. */
-  #batchLength(): number {
+  /**
+   * Takes the next batch out of the queue: its items in queue order, passing over those whose
+   * key is held, up to the first that would take it past `maxBatch` or `maxWeight`.
+   */
+  #takeBatch(): T[] {
+    const batch: T[] = [];
+    const passed: T[] = [];
     let weight = 0;
-    let n = 0;
-    for (const item of this.#queue) {
-      if (n === this.#maxBatch) break;
+    let i = 0;
+    for (; i < this.#queue.length; i++) {
+      const item = this.#queue[i] as T;
+      if (this.#keyOf && this.#held.has(this.#keyOf(item))) {
+        passed.push(item);
+        continue;
+      }
+      if (batch.length === this.#maxBatch) break;
       weight += this.#weight(item);
-      if (n > 0 && weight > this.#maxWeight) break;
-      n++;
+      if (batch.length > 0 && weight > this.#maxWeight) break;
+      batch.push(item);
     }
-    return n;
+    this.#queue = passed.length === 0 ? this.#queue.slice(i) : passed.concat(this.#queue.slice(i));
+    return batch;
   }
 }
