@@ -158,6 +158,45 @@ describe(`task creates, one statement for many (${backendName})`, () => {
     }
   });
 
+  test('a statement whose tasks have no attachments (its lighter form) applies the same rules and answers with what it wrote', async () => {
+    const full = await newOrganization('free');
+    for (let i = 0; i < 3; i++) await insertTask(db, full, {}); // 2 of its 5 places left
+    const capped = await newOrganization('paid');
+    for (let i = 0; i < 5; i++) await insertTask(db, capped, {}); // 1 place left under a cap of 6
+    const tasks = [
+      newTask(full, {}, 'first'),
+      newTask(randomUUID()),
+      newTask(capped, {}, 'within the cap'),
+      newTask(full, {}, 'second'),
+      newTask(capped, {}, 'past the cap'),
+      newTask(full, {}, 'over the limit'),
+    ];
+    // The service's cap on an organization's tasks of any status: 6.
+    const results = await createTasks(db, tasks, LIMITS, { ...CAPS, tasks: 6 });
+    assert.deepEqual(results.map(outcome), [
+      'created',
+      'no_organization',
+      'created',
+      'created',
+      'org_cap',
+      'tasks_limit',
+    ]);
+    assert.deepEqual(results[4], { ok: false, errorType: 'org_cap', cap: 'tasks' });
+    assert.deepEqual(await activeTasks(full), { active_tasks: 5, counted: 5 });
+    for (const [i, r] of results.entries()) {
+      const input = tasks[i];
+      assert.ok(input);
+      const stored = await findTask(db, input.row.organizationId, input.row.id);
+      if (!r.ok) {
+        assert.equal(stored, undefined, `task ${i} was not to be written`);
+        continue;
+      }
+      assert.ok(stored);
+      assert.deepEqual([stored.skill_ids, stored.source_ids, stored.destinations], [[], [], []]);
+      assert.deepEqual({ ...r.task, latest_run_at: null }, { ...stored, latest_run_at: null });
+    }
+  });
+
   test('attachments keep their order per task, destinations with their ids and labels', async () => {
     const org = await newOrganization('paid');
     const [a, b, c] = [await newSkill(org), await newSkill(org), await newSkill(org)];
