@@ -100,6 +100,8 @@ export interface Config {
     maxAttempts: number;
     /** A run still executing after this is failed. */
     runTimeoutMs: number;
+    /** Ended runs created more than this many days ago are deleted; 0: kept. */
+    runRetentionDays: number;
   };
   delivery: {
     /** Delays before the retries of a failed delivery; its length is the number of retries. */
@@ -270,6 +272,7 @@ export function loadConfig(env: RawEnv, system: ConfigSystem = SYSTEM): Config {
       leaseMs: e.SVC_RUN_LEASE_SECONDS * 1000,
       maxAttempts: e.SVC_RUN_MAX_ATTEMPTS,
       runTimeoutMs: e.SVC_RUN_TIMEOUT_SECONDS * 1000,
+      runRetentionDays: e.SVC_RUN_RETENTION_DAYS,
     },
     delivery: {
       retryScheduleMs: retrySchedule('SVC_DELIVERY_RETRY_SCHEDULE', e.SVC_DELIVERY_RETRY_SCHEDULE),

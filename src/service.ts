@@ -18,6 +18,7 @@ import { createDemoOrganizationIfEmpty, openWebhookSecret } from './domain/organ
 import { PrincipalCache } from './domain/principal-cache.ts';
 import { windowStart } from './domain/rate-limit.ts';
 import { RunHandoff } from './domain/run-handoff.ts';
+import { pruneExpiredRuns } from './domain/run-retention.ts';
 import { resolveSecretKey, verifySecretKey } from './domain/secret-key.ts';
 import { TaskCreateBatcher } from './domain/task-create-batcher.ts';
 import { buildApp } from './http/app.ts';
@@ -211,6 +212,15 @@ export async function startService(config: Config, options: StartOptions = {}): 
           () => pruneIdempotencyKeys(db, clock.statementNow(), IDEMPOTENCY_RETENTION_MS),
         ],
       ] as const) {
+        background.add(name, maintenance(log, name, work), { stage: 'producer', always: true });
+      }
+      const retentionDays = config.worker.runRetentionDays;
+      if (retentionDays > 0) {
+        const name = 'run pruning';
+        const work = async () => {
+          const runs = await pruneExpiredRuns(db, clock.statementNow(), retentionDays);
+          if (runs > 0) log.info({ runs, retentionDays }, 'ended runs past their retention deleted');
+        };
         background.add(name, maintenance(log, name, work), { stage: 'producer', always: true });
       }
       await background.start({ loops: options.startLoops !== false });

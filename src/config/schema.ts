@@ -169,6 +169,11 @@ export const EnvSchema = Type.Object({
     group: 'scheduling',
     description: 'Starts of one run (takeovers after a lost lease included) before it is failed.',
   }),
+  SVC_RUN_RETENTION_DAYS: int(0, 36_500, 90, {
+    group: 'scheduling',
+    description:
+      'Days an ended run is kept (with its output, deliveries and their attempts) after it was created; older ones are deleted by the api process every minute. Usage, billing and the statistics keep counting them. 0 keeps every run.',
+  }),
   SVC_RUN_TIMEOUT_SECONDS: int(1, 86_400, 600, {
     group: 'scheduling',
     description: 'A run still executing after this many seconds is stopped and failed.',

@@ -70,6 +70,9 @@ export function testEnv(extra: Record<string, string> = {}): Record<string, stri
     SVC_SECRET_KEY: randomBytes(32).toString('base64'),
     SVC_LOG_LEVEL: 'info',
     PORT: '0',
+    // Run retention is tested by calling it (run-retention.test.ts): a suite whose clock is
+    // years ahead must not lose the runs it wrote to a housekeeping pass a minute in.
+    SVC_RUN_RETENTION_DAYS: '0',
     ...extra,
   };
 }
