@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { pruneRuns } from '../src/db/sql/run-retention.ts';
 import { pruneExpiredRuns } from '../src/domain/run-retention.ts';
-import { backendName } from './helpers/db.ts';
+import { backendName, TEST_DATABASE_URL } from './helpers/db.ts';
 import { addRun, insertTask, useTestService } from './helpers/fixtures.ts';
 
 const DAY_MS = 86_400_000;
@@ -124,5 +124,32 @@ describe(`run retention (${backendName})`, () => {
     assert.equal(await runExists(run), true);
     await pruneRuns(fx.db, daysAgo(-81), RETENTION_DAYS);
     assert.equal(await runExists(run), false);
+  });
+
+  test('a run another transaction holds is passed over, not waited for (api processes prune at once)', {
+    skip: !TEST_DATABASE_URL && 'two transactions at once need PostgreSQL',
+  }, async () => {
+    const task = await insertTask(fx.db, fx.org.organizationId);
+    const ended = { status: 'completed', costCents: 0, tokensUsed: 0 } as const;
+    const held = await addRun(fx.db, fx.org.organizationId, task, ended, daysAgo(300));
+    const free = await addRun(fx.db, fx.org.organizationId, task, ended, daysAgo(301));
+    await fx.svc.testDb.db.transaction(async (tx) => {
+      await tx.query('SELECT 1 FROM runs WHERE id = $1 FOR UPDATE', [held]);
+      // On another connection of the pool, while the row is held: waiting for it would last
+      // until this transaction ends, so a prune still going after 5 s fails the test.
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error('the prune waited for the held run')), 5000);
+      });
+      try {
+        await Promise.race([pruneRuns(fx.db, null, RETENTION_DAYS), waited]);
+      } finally {
+        clearTimeout(timer);
+      }
+    });
+    assert.equal(await runExists(free), false);
+    assert.equal(await runExists(held), true);
+    await pruneRuns(fx.db, null, RETENTION_DAYS);
+    assert.equal(await runExists(held), false);
   });
 });

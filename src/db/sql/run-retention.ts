@@ -21,7 +21,10 @@ const PRUNE_RUNS = `
            AND r.status IN ('completed', 'failed')
            AND r.delivery_status IS DISTINCT FROM 'pending'
          ORDER BY r.created_at DESC, r.id DESC
-         LIMIT $3::int) x
+         LIMIT $3::int
+           -- Api processes prune at once: each passes over the rows another is deleting,
+           -- instead of waiting for them (or, taking them in another order, deadlocking).
+           FOR UPDATE SKIP LOCKED) x
      LIMIT $3::int
   ), gone AS (
     DELETE FROM runs r USING doomed d WHERE r.id = d.id RETURNING 1
