@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { Db } from '../src/db/db.ts';
 import { type CreatedTask, createTasks, type NewTask } from '../src/db/sql/task-create.ts';
-import { findTask } from '../src/db/sql/tasks.ts';
+import { findTask, type TaskWithLinks } from '../src/db/sql/tasks.ts';
 import { TaskCreateBatcher } from '../src/domain/task-create-batcher.ts';
 import { backendName, createTestDb, type TestDb } from './helpers/db.ts';
 import { insertTask } from './helpers/fixtures.ts';
@@ -91,6 +91,27 @@ describe(`task creates, one statement for many (${backendName})`, () => {
 
   const outcome = (r: CreatedTask | undefined) => (r?.ok ? 'created' : r?.errorType);
 
+  /**
+   * Asserts that each created task was written as its answer says and that no refused one was;
+   * returns the written ones with their inputs.
+   */
+  async function writtenAsAnswered(tasks: readonly NewTask[], results: readonly CreatedTask[]) {
+    const written: { input: NewTask; stored: TaskWithLinks }[] = [];
+    for (const [i, r] of results.entries()) {
+      const input = tasks[i];
+      assert.ok(input);
+      const stored = await findTask(db, input.row.organizationId, input.row.id);
+      if (!r.ok) {
+        assert.equal(stored, undefined, `task ${i} was not to be written`);
+        continue;
+      }
+      assert.ok(stored);
+      assert.deepEqual({ ...r.task, latest_run_at: null }, { ...stored, latest_run_at: null });
+      written.push({ input, stored });
+    }
+    return written;
+  }
+
   test('a statement for several organizations answers each task as it would have been answered alone', async () => {
     const full = await newOrganization('free');
     for (let i = 0; i < 3; i++) await insertTask(db, full, {}); // 2 of its 5 places left
@@ -142,19 +163,10 @@ describe(`task creates, one statement for many (${backendName})`, () => {
     assert.deepEqual(await activeTasks(other), { active_tasks: 1, counted: 1 });
 
     // What was written is what each answer says, attachments included; nothing else was.
-    for (const [i, r] of results.entries()) {
-      const input = tasks[i];
-      assert.ok(input);
-      const stored = await findTask(db, input.row.organizationId, input.row.id);
-      if (!r.ok) {
-        assert.equal(stored, undefined, `task ${i} was not to be written`);
-        continue;
-      }
-      assert.ok(stored);
+    for (const { input, stored } of await writtenAsAnswered(tasks, results)) {
       assert.equal(stored.name, input.row.name);
       assert.deepEqual(stored.schedule_days, ['monday', 'thursday']);
       assert.deepEqual(stored.skill_ids, input.links.skillIds);
-      assert.deepEqual({ ...r.task, latest_run_at: null }, { ...stored, latest_run_at: null });
     }
   });
 
@@ -183,17 +195,8 @@ describe(`task creates, one statement for many (${backendName})`, () => {
     ]);
     assert.deepEqual(results[4], { ok: false, errorType: 'org_cap', cap: 'tasks' });
     assert.deepEqual(await activeTasks(full), { active_tasks: 5, counted: 5 });
-    for (const [i, r] of results.entries()) {
-      const input = tasks[i];
-      assert.ok(input);
-      const stored = await findTask(db, input.row.organizationId, input.row.id);
-      if (!r.ok) {
-        assert.equal(stored, undefined, `task ${i} was not to be written`);
-        continue;
-      }
-      assert.ok(stored);
+    for (const { stored } of await writtenAsAnswered(tasks, results)) {
       assert.deepEqual([stored.skill_ids, stored.source_ids, stored.destinations], [[], [], []]);
-      assert.deepEqual({ ...r.task, latest_run_at: null }, { ...stored, latest_run_at: null });
     }
   });
 
