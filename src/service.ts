@@ -204,23 +204,22 @@ export async function startService(config: Config, options: StartOptions = {}): 
       ? { organizationId: created.organization.id, apiKey: created.apiKey }
       : undefined;
     if (config.roles.has('api')) {
-      for (const [name, work] of [
+      const retentionDays = config.worker.runRetentionDays;
+      const pruneRuns = async () => {
+        const runs = await pruneExpiredRuns(db, clock.statementNow(), retentionDays);
+        if (runs > 0) log.info({ runs, retentionDays }, 'ended runs past their retention deleted');
+      };
+      const housekeeping: (readonly [string, () => Promise<unknown>])[] = [
         ['rate-limit counter pruning', () => pruneRateLimitCounters(db, windowStart(clock.now()))],
         ['session and invitation pruning', () => pruneExpiredSessionsAndInvitations(db, clock.now())],
         [
           'idempotency key pruning',
           () => pruneIdempotencyKeys(db, clock.statementNow(), IDEMPOTENCY_RETENTION_MS),
         ],
-      ] as const) {
-        background.add(name, maintenance(log, name, work), { stage: 'producer', always: true });
-      }
-      const retentionDays = config.worker.runRetentionDays;
-      if (retentionDays > 0) {
-        const name = 'run pruning';
-        const work = async () => {
-          const runs = await pruneExpiredRuns(db, clock.statementNow(), retentionDays);
-          if (runs > 0) log.info({ runs, retentionDays }, 'ended runs past their retention deleted');
-        };
+        // SVC_RUN_RETENTION_DAYS=0 keeps every run: no pass at all.
+        ...(retentionDays > 0 ? [['run pruning', pruneRuns] as const] : []),
+      ];
+      for (const [name, work] of housekeeping) {
         background.add(name, maintenance(log, name, work), { stage: 'producer', always: true });
       }
       await background.start({ loops: options.startLoops !== false });
