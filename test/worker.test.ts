@@ -5,7 +5,7 @@ import pg from 'pg';
 import { modelExecutor } from '../src/runner/model-executor.ts';
 import { RunWorker } from '../src/worker/worker.ts';
 import { TEST_DATABASE_URL } from './helpers/db.ts';
-import type { ModelServer } from './helpers/model-server.ts';
+import type { ModelReply, ModelServer } from './helpers/model-server.ts';
 import { finishedRun, newTask, type Org, runNow, startWorkerService, unlimited } from './helpers/runs.ts';
 import { startTestService, type TestService } from './helpers/service.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -219,6 +219,62 @@ describe('the worker', () => {
       const run = await finishedRun(svc, org, await runNow(svc, org, task.id));
       assert.equal(run.status, 'completed', run.error);
       assert.equal(model.requests.length, 3);
+    } finally {
+      await svc.close();
+      await model.close();
+    }
+  });
+
+  test("a provider's refusal that repeats the service's model key fails the run with the key masked", async () => {
+    const { svc, model } = await startWorkerService(() => ({
+      status: 401,
+      error: 'Incorrect API key provided: sk-test-model-key. Find yours at the dashboard.',
+    }));
+    try {
+      const org = await svc.createOrg('paid');
+      const task = await newTask(svc, org);
+      const run = await finishedRun(svc, org, await runNow(svc, org, task.id));
+      assert.equal(run.status, 'failed');
+      assert.match(run.error, /HTTP 401\): Incorrect API key provided: \S+\. Find yours/);
+      assert.ok(!run.error.includes('sk-test-model-key'), run.error);
+    } finally {
+      await svc.close();
+      await model.close();
+    }
+  });
+
+  test('an answer stream that carries an error, is not a JSON object, or is cut off fails the run as a provider error, without a retry', async () => {
+    const piece = (content: string) =>
+      `data: ${JSON.stringify({ id: 'c1', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
+    const replies: ModelReply[] = [
+      { rawStream: `${piece('Par')}data: {"error":{"message":"overloaded, try later"}}\n\n` },
+      { rawStream: `${piece('Par')}event: error\ndata: {"error":{"message":"stream failed"}}\n\n` },
+      { rawStream: `${piece('Par')}data: {"choices": [\n\n` },
+      { rawStream: `${piece('Par')}data: null\n\n` },
+      { rawStream: piece('Par'), cut: true },
+    ];
+    const { svc, model } = await startWorkerService((_p, i) => replies[i] ?? {});
+    try {
+      const org = await svc.createOrg('paid');
+      const task = await newTask(svc, org);
+      const errors: string[] = [];
+      for (let i = 0; i < replies.length; i++) {
+        const run = await finishedRun(svc, org, await runNow(svc, org, task.id));
+        assert.equal(run.status, 'failed');
+        assert.equal(run.output, undefined);
+        assert.equal((await runFinishedLine(svc, run.id)).errorType, 'provider_error');
+        errors.push(run.error);
+      }
+      assert.match(errors[0] ?? '', /refused the request: overloaded, try later/);
+      assert.match(errors[1] ?? '', /refused the request: stream failed/);
+      assert.match(errors[2] ?? '', /answer could not be read: .*JSON/);
+      assert.match(errors[3] ?? '', /answer could not be read: an event that is not a JSON object/);
+      assert.match(errors[4] ?? '', /answer was cut off/);
+      assert.equal(
+        model.requests.length,
+        replies.length,
+        'none is retried: the provider may have charged for it',
+      );
     } finally {
       await svc.close();
       await model.close();

@@ -1,14 +1,19 @@
-// One model call over the OpenAI-compatible Chat Completions API, through the official
-// `openai` SDK. The SDK retries 408/409/429/5xx, lost connections and timeouts with
-// exponential backoff and jitter, honouring Retry-After (and retry-after-ms).
+// One model call over the OpenAI-compatible Chat Completions API: the request as JSON, the answer
+// streamed back as Server-Sent Events (model-events.ts), each event a chunk of the completion
+// given to the answer's builder (model-answer.ts), retries as the provider SDKs make them
+// (model-request.ts). The `openai` SDK did this until it was measured as a quarter of a worker's
+// CPU with the instant model stand-in (CPU profile at concurrency 32: 24.7% of the busy samples
+// in its own code, building header lists, parsing events through several layers of iterators,
+// formatting a debug line per request whatever the log level); one POST and its events need none
+// of that. Its types still describe the messages (a type-only import: no code of it is loaded).
 //
 // Answers are streamed: the request timeout then bounds the wait for the answer to start, not
 // its length, so a long answer is never cut off and retried while a provider that accepts the
 // connection but never answers is retried after SVC_MODEL_TIMEOUT_SECONDS. What bounds the
 // length is max_tokens (SVC_MAX_OUTPUT_TOKENS), and, for a provider that ignores it, the
 // answer's characters (SVC_MAX_OUTPUT_CHARS): past them the stream is stopped, never retried.
-import OpenAI from 'openai';
 import type {
+  ChatCompletionChunk,
   ChatCompletionMessage,
   ChatCompletionMessageParam,
   ChatCompletionTool,
@@ -17,10 +22,11 @@ import type { ResponseFormatJSONSchema } from 'openai/resources/shared';
 import type { Config } from '../config.ts';
 import { formatBytes, tooLargeIn } from './capped-response.ts';
 import { AnswerBuilder, type AnswerLimit, modelEventBytes, type WireUsage } from './model-answer.ts';
-import { modelTransport } from './model-transport.ts';
+import { serverEvents } from './model-events.ts';
+import { MODEL_MAX_RETRIES, postWithRetries, type RequestFailure } from './model-request.ts';
+import { type ModelHttpAnswer, modelTransport } from './model-transport.ts';
+import { redact } from './tools/redact.ts';
 
-/** Retries of one model request after the first attempt (429, 5xx, timeouts, lost connections). */
-export const MODEL_MAX_RETRIES = 4;
 /** Provider error text kept in a run's `error` (provider messages can be long). */
 const MAX_PROVIDER_MESSAGE = 500;
 /** Characters per token when a stopped answer's usage must be estimated (no usage chunk came). */
@@ -104,120 +110,153 @@ function cutOffStep(
   return { ok: true, message, usage: estimatedUsage(answer, messages, tools), providerCallId: answer.id };
 }
 
-/** Settles with the promise, or rejects as soon as the signal aborts (the SDK's retry sleeps do not). */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  // The SDK rejects the promise too when the signal aborts (already aborted: at once). It must
-  // be observed here: an unhandled rejection would end the whole process.
-  promise.catch(() => undefined);
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
+/** The provider's own words from an error body: its `error.message`, its `error`, or the text. */
+function providerMessage(body: string): string {
+  let parsed: { error?: unknown } | undefined;
+  try {
+    parsed = JSON.parse(body) as { error?: unknown };
+  } catch {
+    // Not JSON: the text as it came.
+  }
+  const error = parsed?.error as { message?: unknown } | string | undefined;
+  if (typeof error === 'object' && error !== null && error.message !== undefined) {
+    return typeof error.message === 'string' ? error.message : JSON.stringify(error.message);
+  }
+  if (error !== undefined && error !== null) return typeof error === 'string' ? error : JSON.stringify(error);
+  return body.trim() || 'no message';
+}
+
+/** Thrown while an answer is read: the provider sent an error event, or an event that is not JSON. */
+class UnreadableAnswer extends Error {}
+
+/** The chunks of a streamed answer, until `[DONE]` (what follows it is read, not used). */
+async function* completionChunks(answer: ModelHttpAnswer): AsyncGenerator<ChatCompletionChunk> {
+  if (!answer.body) return;
+  let done = false;
+  for await (const e of serverEvents(answer.body)) {
+    if (done) continue;
+    if (e.data.startsWith('[DONE]')) {
+      done = true;
+      continue;
+    }
+    let data: { error?: unknown; message?: unknown };
+    try {
+      data = JSON.parse(e.data) as typeof data;
+    } catch (err) {
+      throw new UnreadableAnswer(`The model provider's answer could not be read: ${(err as Error).message}`);
+    }
+    if (data === null || typeof data !== 'object') {
+      throw new UnreadableAnswer(
+        "The model provider's answer could not be read: an event that is not a JSON object",
+      );
+    }
+    if (e.event === 'error' || data.error) {
+      const text = providerMessage(e.data);
+      throw new UnreadableAnswer(`The model provider refused the request: ${text}`);
+    }
+    yield data as ChatCompletionChunk;
+  }
 }
 
 /** The model client of the configuration; undefined when no provider key is configured. */
 export function createModelClient(config: Config['model']): ModelClient | undefined {
-  if (!config.apiKey) return undefined;
-  const client = new OpenAI({
-    apiKey: config.apiKey,
-    baseURL: config.baseUrl,
-    maxRetries: MODEL_MAX_RETRIES,
-    timeout: config.requestTimeoutMs,
-    // Every answer is read through the byte bound, so no single line of it can grow unbounded.
-    fetch: modelTransport({ maxBodyBytes: modelEventBytes(config.maxOutputChars) }),
-  });
+  const apiKey = config.apiKey;
+  if (!apiKey) return undefined;
+  // Every answer is read through the byte bound, so no single line of it can grow unbounded.
+  const transport = modelTransport({ maxBodyBytes: modelEventBytes(config.maxOutputChars) });
+  const url = new URL(`${config.baseUrl.replace(/\/+$/, '')}/chat/completions`);
+  const headers = {
+    'content-type': 'application/json',
+    accept: 'application/json',
+    authorization: `Bearer ${apiKey}`,
+  };
+  const attempts = MODEL_MAX_RETRIES + 1;
+  /** A provider's text, shown in a run's error: cut short, and never the service's key. */
+  const shown = (text: string) => redact(text, [apiKey]).slice(0, MAX_PROVIDER_MESSAGE);
+  const failed = (failure: RequestFailure): ModelStep => {
+    switch (failure.kind) {
+      case 'timeout':
+        return {
+          ok: false,
+          errorType: 'timeout',
+          message: `The model provider did not start answering within ${Math.round(config.requestTimeoutMs / 1000)} s (${attempts} attempts)`,
+        };
+      case 'unreachable':
+        return {
+          ok: false,
+          errorType: 'provider_error',
+          message: `The model provider at ${config.baseUrl} could not be reached (${attempts} attempts): ${shown(failure.detail)}`,
+        };
+      case 'refused':
+        return {
+          ok: false,
+          errorType: 'provider_error',
+          message: `The model provider refused the request (HTTP ${failure.status}): ${shown(providerMessage(failure.body))}`,
+        };
+      case 'too_large':
+        return {
+          ok: false,
+          errorType: 'provider_error',
+          message: `The model provider answered with more than ${formatBytes(failure.error.maxBytes)}`,
+        };
+    }
+  };
 
   return {
     async step({ model, messages, tools, maxTokens, responseFormat }, signal) {
       const answer = new AnswerBuilder(config.maxOutputChars);
       const bound = maxTokens ?? (config.maxOutputTokens > 0 ? config.maxOutputTokens : undefined);
-      let streaming = false;
+      const body = JSON.stringify({
+        model,
+        messages,
+        ...(tools.length > 0 && { tools }),
+        ...(bound !== undefined && { max_tokens: bound }),
+        ...(responseFormat && { response_format: responseFormat }),
+        stream: true,
+        stream_options: { include_usage: true },
+      });
+      // Stopped before the provider answered: nothing to record (no figure of what it did); the
+      // rejection (the signal's reason) is the executor's to read.
+      const sent = await postWithRetries(transport, {
+        url,
+        headers,
+        body,
+        timeoutMs: config.requestTimeoutMs,
+        signal,
+      });
+      if (!sent.ok) return failed(sent.failure);
       try {
-        const stream = await untilAborted(
-          client.chat.completions.create(
-            {
-              model,
-              messages,
-              ...(tools.length > 0 && { tools }),
-              ...(bound !== undefined && { max_tokens: bound }),
-              ...(responseFormat && { response_format: responseFormat }),
-              stream: true,
-              stream_options: { include_usage: true },
-            },
-            { signal },
-          ),
-          signal,
-        );
-        streaming = true;
-        // Leaving the loop early aborts the request: the provider stops generating.
-        for await (const chunk of stream) if (!answer.add(chunk)) break;
-        // The SDK ends the iteration quietly when the request is aborted. The answer is returned
-        // all the same (its usage, or an estimate when its last chunk had not come): the
-        // provider has charged for it, and the executor records it before it looks at the
-        // signal again.
-        if (signal.aborted) return cutOffStep(answer, messages, tools);
-        const { message, limit } = answer.result();
-        const providerCallId = answer.id;
-        if (limit === 'chars' || limit === 'tool_calls') {
-          return { ok: true, message, usage: estimatedUsage(answer, messages, tools), providerCallId, limit };
-        }
-        return { ok: true, message, usage: usageOf(answer.usage), providerCallId, ...(limit && { limit }) };
+        // Leaving the loop early ends the transfer: the provider stops generating.
+        for await (const chunk of completionChunks(sent.answer)) if (!answer.add(chunk)) break;
       } catch (err) {
-        // Stopped before the provider answered: nothing to record (no figure of what it did).
-        if (signal.aborted) {
-          if (streaming) return cutOffStep(answer, messages, tools);
-          throw err;
+        // Cut off by the run's stop (cancel, lost lease, time-out, end of a shutdown's grace
+        // period): the answer is returned all the same (its usage, or an estimate when its last
+        // chunk had not come): the provider has charged for it, and the executor records it
+        // before it looks at the signal again.
+        if (signal.aborted) return cutOffStep(answer, messages, tools);
+        if (err instanceof UnreadableAnswer) {
+          return { ok: false, errorType: 'provider_error', message: shown(err.message) };
         }
-        // An event past the byte bound: the answer is stopped, its usage estimated. Before the
-        // stream started it was an error body: no answer at all.
-        const tooLarge = tooLargeIn(err);
-        if (tooLarge && streaming) {
+        // An event past the byte bound: the answer is stopped, its usage estimated.
+        if (tooLargeIn(err)) {
           const { message } = answer.result();
           const usage = estimatedUsage(answer, messages, tools);
           return { ok: true, message, usage, providerCallId: answer.id, limit: 'bytes' };
         }
-        if (tooLarge) {
-          return {
-            ok: false,
-            errorType: 'provider_error',
-            message: `The model provider answered with more than ${formatBytes(tooLarge.maxBytes)}`,
-          };
-        }
-        if (err instanceof OpenAI.APIConnectionTimeoutError) {
-          return {
-            ok: false,
-            errorType: 'timeout',
-            message: `The model provider did not start answering within ${Math.round(config.requestTimeoutMs / 1000)} s (${MODEL_MAX_RETRIES + 1} attempts)`,
-          };
-        }
-        if (err instanceof OpenAI.APIConnectionError) {
-          return {
-            ok: false,
-            errorType: 'provider_error',
-            message: `The model provider at ${config.baseUrl} could not be reached (${MODEL_MAX_RETRIES + 1} attempts): ${err.message}`,
-          };
-        }
-        if (err instanceof OpenAI.APIError) {
-          const text = (err.message || 'no message').slice(0, MAX_PROVIDER_MESSAGE);
-          const status = err.status ? ` (HTTP ${err.status})` : '';
-          return {
-            ok: false,
-            errorType: 'provider_error',
-            message: `The model provider refused the request${status}: ${text}`,
-          };
-        }
-        // SyntaxError: a streamed event that is not JSON.
-        if (err instanceof OpenAI.OpenAIError || err instanceof SyntaxError) {
-          return {
-            ok: false,
-            errorType: 'provider_error',
-            message: `The model provider's answer could not be read: ${err.message.slice(0, MAX_PROVIDER_MESSAGE)}`,
-          };
-        }
-        throw err;
+        // The connection lost mid-answer: not retried (the provider may have charged for it).
+        return {
+          ok: false,
+          errorType: 'provider_error',
+          message: `The model provider's answer was cut off: ${shown((err as Error).message || String(err))}`,
+        };
       }
+      if (signal.aborted) return cutOffStep(answer, messages, tools);
+      const { message, limit } = answer.result();
+      const providerCallId = answer.id;
+      if (limit === 'chars' || limit === 'tool_calls') {
+        return { ok: true, message, usage: estimatedUsage(answer, messages, tools), providerCallId, limit };
+      }
+      return { ok: true, message, usage: usageOf(answer.usage), providerCallId, ...(limit && { limit }) };
     },
   };
 }

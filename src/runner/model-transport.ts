@@ -1,30 +1,64 @@
-// The HTTP transport of model calls: a fetch-shaped function over node:http and node:https with
-// keep-alive connections, given to the `openai` SDK in place of the global fetch. A model call
-// is one POST whose answer is streamed back, and Node's fetch (undici's, written to the WHATWG
-// specification) spends much of a short call on what this one request does not need: measured
-// with the SDK against the local model stand-in (8 calls at a time, 3,000 calls, a busy 2-core
-// machine), 580-740 us of CPU per call through fetch against 440-470 us through this transport.
+// The HTTP of model calls: one POST over node:http or node:https with keep-alive connections,
+// answered when the answer's head arrives, its body read from the socket's stream through the
+// byte bound. Not fetch: Node's fetch (undici's, written to the WHATWG specification) spends
+// much of a short call on what this one request does not need (request and response objects,
+// header lists, web streams): measured with the `openai` SDK against the local model stand-in
+// (8 calls at a time, 3,000 calls, a busy 2-core machine), 580-740 us of CPU per call through
+// fetch against 440-470 us through node:http, before the SDK itself was left (model-client.ts).
 //
-// What it does not do that fetch does, on purpose: it follows no redirect (a provider's API
-// answers where it is asked; a 3xx is an error the run reports with its status), sends no
-// cookies and no Accept-Encoding (an answer compressed anyway is decompressed: the byte bound
-// applies to what is read, capped-response.ts). It takes what the SDK sends for a chat
-// completion: a string or byte body, or none; any other body is refused with a clear error.
-//
-// Its answer is not a Response but what the SDK reads of one (ModelAnswer below): a Response's
-// body is a web stream, and one made over the socket's Node stream, then one more for the byte
-// bound, cost the worker about a tenth of its CPU per run (peers bench driver, instant model,
-// concurrency 32, 3,000 runs, 3 alternated pairs: 0.87/0.98/1.00 ms against 1.05/1.15/1.06).
+// What it does not do, on purpose: it follows no redirect (a provider's API answers where it is
+// asked; a 3xx is an error the run reports with its status), sends no cookies and no
+// Accept-Encoding (an answer compressed anyway is decompressed: the byte bound applies to what
+// is read, capped-response.ts), and uses no HTTP proxy (docs/operations.md).
 import type http from 'node:http';
 import type https from 'node:https';
 import { pipeline, type Readable } from 'node:stream';
 import type Zlib from 'node:zlib';
 import { byteBound, isEventStream, tooLargeError } from './capped-response.ts';
 
-type Fetch = (url: string | URL | Request, init?: RequestInit) => Promise<Response>;
-
 /** Statuses whose answer has no body. */
 const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
+
+/** A request whose answer did not start within its time (the SDK's name for it: a connection timeout). */
+export class ModelTimeoutError extends Error {
+  constructor(ms: number) {
+    super(`no answer within ${ms} ms`);
+    this.name = 'ModelTimeoutError';
+  }
+}
+
+/** An answer's head and its body as it is read (null for a status without one). */
+export interface ModelHttpAnswer {
+  status: number;
+  /** As Node parsed them: names in lower case, repeated ones joined with ", ". */
+  headers: http.IncomingHttpHeaders;
+  /**
+   * The body's chunks, counted against the bound (per event for an event stream, in all
+   * otherwise): past it the transfer is ended and the read fails with a ResponseTooLargeError.
+   * Given up (`return()`: a reader that stops early, a retried error's body never read), it ends
+   * the transfer, so the connection is not left holding an unread answer.
+   */
+  body: AsyncIterableIterator<Uint8Array> | null;
+}
+
+export interface ModelPost {
+  url: URL;
+  headers: Record<string, string>;
+  body: string;
+  /** The wait for the answer's head; past it the request fails with ModelTimeoutError. */
+  timeoutMs: number;
+  /** Aborts the request, or the body's read, with the signal's reason as the error. */
+  signal: AbortSignal;
+}
+
+export interface ModelTransport {
+  post(request: ModelPost): Promise<ModelHttpAnswer>;
+}
+
+export interface ModelTransportOptions {
+  /** The bound of an answer's body: per event for an event stream, in all otherwise (capped-response.ts). */
+  maxBodyBytes: number;
+}
 
 /** The decoder of an answer's Content-Encoding; undefined: none, or one this does not decode. */
 function decoderFor(encoding: string): Zlib.Gunzip | Zlib.Inflate | Zlib.BrotliDecompress | undefined {
@@ -40,78 +74,6 @@ function decompressed(res: http.IncomingMessage): Readable {
   const decoder = decoderFor(String(res.headers['content-encoding'] ?? '').toLowerCase());
   // pipeline destroys the decoder with the answer's error: the reader sees it there.
   return decoder ? pipeline(res, decoder, () => undefined) : res;
-}
-
-/**
- * An answer's headers as the SDK reads them (get, has, entries and the rest of Headers' reading
- * methods), over the header object Node parsed, without copying it into a Headers: the SDK
- * lists every answer's headers (`entries()`, to find x-request-id) and formats them for its
- * debug log whether or not that log is on, and a Headers is built header by header and sorts
- * its names at each listing. Node gives the names in lower case and repeated headers joined
- * with ", " (set-cookie as a list), as Headers.get does; they are listed in the order they
- * came, not sorted (the SDK looks names up).
- */
-export class AnswerHeaders {
-  readonly #fields: http.IncomingHttpHeaders;
-
-  constructor(fields: http.IncomingHttpHeaders) {
-    this.#fields = fields;
-  }
-
-  get(name: string): string | null {
-    const v = this.#fields[name.toLowerCase()];
-    if (v === undefined) return null;
-    return Array.isArray(v) ? v.join(', ') : v;
-  }
-
-  has(name: string): boolean {
-    return this.#fields[name.toLowerCase()] !== undefined;
-  }
-
-  getSetCookie(): string[] {
-    const v = this.#fields['set-cookie'];
-    return v === undefined ? [] : Array.isArray(v) ? [...v] : [v];
-  }
-
-  *entries(): IterableIterator<[string, string]> {
-    for (const [name, v] of Object.entries(this.#fields)) {
-      if (v === undefined) continue;
-      // As a Headers lists them: each cookie on its own, other repeated headers joined.
-      if (name === 'set-cookie' && Array.isArray(v)) for (const cookie of v) yield [name, cookie];
-      else yield [name, Array.isArray(v) ? v.join(', ') : v];
-    }
-  }
-
-  *keys(): IterableIterator<string> {
-    for (const [name] of this.entries()) yield name;
-  }
-
-  *values(): IterableIterator<string> {
-    for (const [, value] of this.entries()) yield value;
-  }
-
-  forEach(fn: (value: string, name: string, headers: AnswerHeaders) => void): void {
-    for (const [name, value] of this.entries()) fn(value, name, this);
-  }
-
-  [Symbol.iterator](): IterableIterator<[string, string]> {
-    return this.entries();
-  }
-}
-
-function bodyOf(init: RequestInit | undefined): string | Uint8Array | undefined {
-  const body = init?.body;
-  if (body === undefined || body === null) return undefined;
-  if (typeof body === 'string' || body instanceof Uint8Array) return body;
-  throw new TypeError('the model transport sends only text or byte bodies');
-}
-
-/** The error a request or body read ends with when its signal aborts (what fetch rejects with). */
-function abortError(signal: AbortSignal): unknown {
-  const reason: unknown = signal.reason;
-  return reason instanceof Error && reason.name === 'AbortError'
-    ? reason
-    : new DOMException('This operation was aborted', 'AbortError');
 }
 
 /** The chunks of `source`, counted against the bound; past it the transfer is ended. */
@@ -131,13 +93,6 @@ async function* boundedChunks(
   }
 }
 
-/**
- * The body of an answer as it is read: its chunks, counted against the bound (per event for an
- * event stream, in all otherwise); past it the transfer is ended and the read fails with a
- * ResponseTooLargeError. A body given up (`return()`: a reader that stops early, or the SDK
- * cancelling the body of an answer it retries, maybe before reading any of it) ends the
- * transfer too, so its connection is not left holding an unread answer.
- */
 function boundedBody(
   source: Readable,
   maxBytes: number,
@@ -156,61 +111,21 @@ function boundedBody(
   };
 }
 
-/**
- * An answer as the `openai` SDK reads one (its internal/shims.mjs and parse.mjs): `ok`,
- * `status`, `statusText`, `url`, `headers`, and `body` as an async iterable of bytes, which it
- * iterates as it is; `text()` and `json()` read the whole body (an error's). Not a Response:
- * see the head of this file. The run tests read answers of every kind through the SDK with it
- * (test/run-execution.test.ts; retried errors in test/worker.test.ts, bounds in
- * test/adversarial/output-bounds.test.ts).
- */
-class ModelAnswer {
-  readonly ok: boolean;
-  readonly status: number;
-  readonly statusText: string;
-  readonly url: string;
-  readonly headers: AnswerHeaders;
-  readonly body: AsyncIterable<Uint8Array> | null;
-
-  constructor(res: http.IncomingMessage, url: URL, maxBytes: number) {
-    this.status = res.statusCode ?? 0;
-    this.ok = this.status >= 200 && this.status <= 299;
-    this.statusText = res.statusMessage ?? '';
-    this.url = url.href;
-    this.headers = new AnswerHeaders(res.headers);
-    if (NULL_BODY_STATUS.has(this.status)) {
-      res.resume();
-      this.body = null;
-    } else {
-      const perEvent = isEventStream(this.headers.get('content-type'));
-      this.body = boundedBody(decompressed(res), maxBytes, perEvent);
-    }
-  }
-
-  async text(): Promise<string> {
-    const parts: Uint8Array[] = [];
-    if (this.body) for await (const chunk of this.body) parts.push(chunk);
-    return Buffer.concat(parts).toString('utf8');
-  }
-
-  async json(): Promise<unknown> {
-    return JSON.parse(await this.text());
-  }
+/** The whole body of an answer as text (an error's), within the answer's bound. */
+export async function answerText(answer: ModelHttpAnswer): Promise<string> {
+  const parts: Uint8Array[] = [];
+  if (answer.body) for await (const chunk of answer.body) parts.push(chunk);
+  return Buffer.concat(parts).toString('utf8');
 }
 
-export interface ModelTransportOptions {
-  /** The bound of an answer's body: per event for an event stream, in all otherwise (capped-response.ts). */
-  maxBodyBytes: number;
+/** The error a request or body read ends with when its signal aborts. */
+function abortError(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason : new DOMException('This operation was aborted', 'AbortError');
 }
 
-/**
- * A fetch for model calls, with its own keep-alive connections (one pool per client, as many
- * sockets as calls in flight). An abort ends the request, or the answer's body mid-read, with
- * an `AbortError`, as fetch does: the SDK then ends a streamed answer quietly, keeping what
- * arrived (its usage included).
- */
-export function modelTransport(o: ModelTransportOptions): Fetch {
-  loadHeadersClass();
+/** A transport with its own keep-alive connections (one pool per client, a socket per call in flight). */
+export function modelTransport(o: ModelTransportOptions): ModelTransport {
   // Taken with getBuiltinModule rather than an ESM import: importing node:http as a module reads
   // every one of its exports, whose lazy ones (WebSocket and others) load Node's fetch
   // implementation, TLS and HTTP/2 at start, about 1.5 MB of an idle worker's memory.
@@ -228,74 +143,61 @@ export function modelTransport(o: ModelTransportOptions): Fetch {
     }
     return secure;
   };
-  return async (input, init) => {
-    const url = new URL(input instanceof Request ? input.url : String(input));
-    const via = connection(url.protocol);
-    if (!via) throw new TypeError(`the model transport cannot reach ${url.protocol} URLs`);
-    return send(url, via, init, o.maxBodyBytes);
+  return {
+    post(request) {
+      const via = connection(request.url.protocol);
+      if (!via)
+        return Promise.reject(new TypeError(`the model transport cannot reach ${request.url.protocol} URLs`));
+      return send(request, via, o.maxBodyBytes);
+    },
   };
-}
-
-/**
- * Loads now the class every request has its headers in (the SDK builds them; an answer's are
- * AnswerHeaders): Node loads its fetch classes (undici's Headers) at their first use, which
- * would otherwise be the first run's model call, on its way to the provider (about 30 ms
- * measured: docs/architecture.md, "Lazy roles"), for memory that call takes anyway. A client is
- * made when its worker starts (runner/model-client.ts).
- */
-function loadHeadersClass(): void {
-  void new Headers();
 }
 
 /** One request over `via`, answered when the answer's head has arrived. */
 function send(
-  url: URL,
+  { url, headers, body, timeoutMs, signal }: ModelPost,
   via: { client: typeof http | typeof https; agent: http.Agent },
-  init: RequestInit | undefined,
   maxBodyBytes: number,
-): Promise<Response> {
-  return new Promise<Response>((resolve, reject) => {
-    const signal = init?.signal ?? undefined;
-    if (signal?.aborted) return reject(abortError(signal));
-    let body: string | Uint8Array | undefined;
-    try {
-      body = bodyOf(init);
-    } catch (err) {
-      return reject(err);
-    }
-    const headers: Record<string, string> = {};
-    // The SDK sends a Headers already: read as it is, not copied into another.
-    const given = init?.headers;
-    (given instanceof Headers ? given : new Headers(given)).forEach((value, name) => {
-      headers[name] = value;
-    });
-    const req = via.client.request(url, { method: init?.method ?? 'GET', headers, agent: via.agent });
+): Promise<ModelHttpAnswer> {
+  return new Promise<ModelHttpAnswer>((resolve, reject) => {
+    if (signal.aborted) return reject(abortError(signal));
+    const req = via.client.request(url, { method: 'POST', headers, agent: via.agent });
     let answer: http.IncomingMessage | undefined;
+    const timer = setTimeout(() => req.destroy(new ModelTimeoutError(timeoutMs)), timeoutMs);
     const onAbort = () => {
-      if (!signal) return;
       const err = abortError(signal);
-      req.destroy(err as Error);
-      answer?.destroy(err as Error);
+      req.destroy(err);
+      answer?.destroy(err);
       reject(err);
     };
-    signal?.addEventListener('abort', onAbort, { once: true });
-    const done = () => signal?.removeEventListener('abort', onAbort);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    };
     req.on('error', (err) => {
       done();
       reject(err);
     });
     req.on('response', (res) => {
+      // The time bounds the wait for the answer to start, not its length.
+      clearTimeout(timer);
       answer = res;
       res.on('close', done);
       const status = res.statusCode ?? 0;
       if (status < 200 || status > 599) {
-        // A status fetch would not answer with (an informational one): no usable answer.
+        // An informational status: no usable answer.
         res.destroy();
         reject(new TypeError(`the model provider answered with HTTP status ${status}`));
         return;
       }
-      // What the SDK reads of a Response, and all it reads (ModelAnswer).
-      resolve(new ModelAnswer(res, url, maxBodyBytes) as unknown as Response);
+      if (NULL_BODY_STATUS.has(status)) {
+        res.resume();
+        resolve({ status, headers: res.headers, body: null });
+        return;
+      }
+      const perEvent = isEventStream(res.headers['content-type']);
+      resolve({ status, headers: res.headers, body: boundedBody(decompressed(res), maxBodyBytes, perEvent) });
     });
     req.end(body);
   });

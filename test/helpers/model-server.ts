@@ -48,6 +48,10 @@ export interface ModelReply {
   trickleMs?: number;
   /** Streamed requests: open one event and never end its line, until the client goes away. */
   endlessLine?: boolean;
+  /** Streamed requests: this text as the whole event stream, as given (error events, broken JSON). */
+  rawStream?: string;
+  /** With `rawStream`: the connection is then cut, the answer never ended. */
+  cut?: boolean;
 }
 
 export interface ModelServer {
@@ -184,6 +188,13 @@ export async function startModelServer(
         : 'x'.repeat(64 * 1024);
       if (r.endlessLine) res.write(`data: {"id":"${id}","choices":[{"index":0,"delta":{"content":"`);
       await writeUntilClosed(res, piece, endless, r.trickleMs);
+      return;
+    }
+    if (request.body.stream && r.rawStream !== undefined) {
+      res.writeHead(200, { 'content-type': 'text/event-stream', ...r.headers });
+      if (!r.cut) return res.end(r.rawStream);
+      res.write(r.rawStream);
+      setTimeout(() => res.destroy(), 20);
       return;
     }
     if (request.body.stream) {
