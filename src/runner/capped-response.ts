@@ -1,6 +1,6 @@
-// Bounds what a remote server's answer can make this process hold. The SDKs that read model
-// and MCP answers buffer a whole JSON body, and an event stream's event until its blank line,
-// before parsing it; without a bound, one endless line from a provider or an MCP server would
+// Bounds what a remote server's answer can make this process hold. The model client and the
+// MCP SDK buffer a whole JSON body, and an event stream's event until its blank line, before
+// parsing it; without a bound, one endless line from a provider or an MCP server would
 // grow until the process ran out of memory. The body is counted as it is read and fails with
 // ResponseTooLargeError past the limit, which also cancels the rest of the transfer.
 

@@ -1,7 +1,7 @@
 // Builds one model answer from the chunks of a streamed Chat Completion, holding no more than
-// the limit of an answer. The SDK's own accumulator keeps whatever arrives; a provider that
-// ignores max_tokens (or a hostile endpoint) could then stream until memory runs out, so the
-// answer is assembled here and the stream is stopped as soon as it passes the limit.
+// the limit of an answer. An accumulator that kept whatever arrives (as the provider SDKs' do)
+// would let a provider that ignores max_tokens (or a hostile endpoint) stream until memory runs
+// out, so the stream is stopped as soon as the answer passes the limit.
 import type {
   ChatCompletionChunk,
   ChatCompletionMessage,
@@ -85,7 +85,7 @@ export class AnswerBuilder {
       }
       const target = call;
       if (part.id && !target.id && !this.#take(part.id, (t) => (target.id = t))) return false;
-      // As in the SDK: a name replaces the one before, arguments arrive in pieces.
+      // As the provider SDKs read them: a name replaces the one before, arguments arrive in pieces.
       const name = part.function?.name;
       if (name && !this.#take(name, (t) => (target.name = t))) return false;
       const args = part.function?.arguments;
@@ -113,7 +113,7 @@ export class AnswerBuilder {
     return false;
   }
 
-  /** The answer as the SDK's accumulator would give it, and why it is incomplete, if it is. */
+  /** The answer as the provider SDKs' accumulators would give it, and why it is incomplete, if it is. */
   result(): { message: ChatCompletionMessage; limit: AnswerLimit | undefined } {
     const toolCalls = [...this.#calls.entries()]
       .sort(([a], [b]) => a - b)

@@ -19,7 +19,7 @@ import { byteBound, isEventStream, tooLargeError } from './capped-response.ts';
 /** Statuses whose answer has no body. */
 const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
 
-/** A request whose answer did not start within its time (the SDK's name for it: a connection timeout). */
+/** A request whose answer did not start within its time (retried, as a lost connection is). */
 export class ModelTimeoutError extends Error {
   constructor(ms: number) {
     super(`no answer within ${ms} ms`);
