@@ -139,7 +139,7 @@ async function* completionChunks(answer: ModelHttpAnswer): AsyncGenerator<ChatCo
       done = true;
       continue;
     }
-    let data: { error?: unknown; message?: unknown };
+    let data: { error?: unknown } | null;
     try {
       data = JSON.parse(e.data) as typeof data;
     } catch (err) {
