@@ -50,7 +50,9 @@ describe('the worker', () => {
       ({ svc, model } = await startWorkerService((prompt) =>
         prompt.includes('provider-cost')
           ? { usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15, cost: 0.0123 } }
-          : {},
+          : prompt.includes('no-stream')
+            ? { ignoreStream: true, usage: { prompt_tokens: 20, completion_tokens: 7, total_tokens: 27 } }
+            : {},
       ));
       org = await svc.createOrg('paid');
       await unlimited(svc, org);
@@ -58,6 +60,14 @@ describe('the worker', () => {
     after(async () => {
       await svc.close();
       await model.close();
+    });
+
+    test('a provider that ignores streaming and answers the whole completion as JSON has its answer and usage recorded', async () => {
+      const task = await newTask(svc, org, { prompt: `no-stream ${randomUUID()}` });
+      const run = await finishedRun(svc, org, await runNow(svc, org, task.id));
+      assert.equal(run.status, 'completed', JSON.stringify(run));
+      assert.equal(run.output, `Answer to: ${task.prompt}`);
+      assert.equal(run.tokensUsed, 27);
     });
 
     test('run now is executed: the output, tokens, catalog-priced cost, duration and times are recorded', async () => {

@@ -13,6 +13,7 @@
 // length is max_tokens (SVC_MAX_OUTPUT_TOKENS), and, for a provider that ignores it, the
 // answer's characters (SVC_MAX_OUTPUT_CHARS): past them the stream is stopped, never retried.
 import type {
+  ChatCompletion,
   ChatCompletionChunk,
   ChatCompletionMessage,
   ChatCompletionMessageParam,
@@ -24,7 +25,7 @@ import { formatBytes, tooLargeIn } from './capped-response.ts';
 import { AnswerBuilder, type AnswerLimit, modelEventBytes, type WireUsage } from './model-answer.ts';
 import { serverEvents } from './model-events.ts';
 import { MODEL_MAX_RETRIES, postWithRetries, type RequestFailure } from './model-request.ts';
-import { type ModelHttpAnswer, modelTransport } from './model-transport.ts';
+import { answerText, type ModelHttpAnswer, modelTransport } from './model-transport.ts';
 import { redact } from './tools/redact.ts';
 
 /** Provider error text kept in a run's `error` (provider messages can be long). */
@@ -126,12 +127,58 @@ function providerMessage(body: string): string {
   return body.trim() || 'no message';
 }
 
-/** Thrown while an answer is read: the provider sent an error event, or an event that is not JSON. */
+/** Thrown while an answer is read: the provider sent an error, or JSON that is not an object. */
 class UnreadableAnswer extends Error {}
 
-/** The chunks of a streamed answer, until `[DONE]` (what follows it is read, not used). */
+/** One event's (or a whole answer's) JSON: an object, and not the provider's error. */
+function answerObject(text: string, isError: boolean): Record<string, unknown> {
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (err) {
+    throw new UnreadableAnswer(`The model provider's answer could not be read: ${(err as Error).message}`);
+  }
+  if (data === null || typeof data !== 'object') {
+    throw new UnreadableAnswer(
+      "The model provider's answer could not be read: an event that is not a JSON object",
+    );
+  }
+  if (isError || (data as { error?: unknown }).error) {
+    throw new UnreadableAnswer(`The model provider refused the request: ${providerMessage(text)}`);
+  }
+  return data as Record<string, unknown>;
+}
+
+/**
+ * A whole completion as the one chunk that carries all of it: what a provider that ignores
+ * `stream: true` answers (JSON, not an event stream), read like a streamed one.
+ */
+function completionAsChunk(completion: ChatCompletion): ChatCompletionChunk {
+  return {
+    ...completion,
+    object: 'chat.completion.chunk',
+    choices: (completion.choices ?? []).map(({ index, message, finish_reason }) => ({
+      index,
+      finish_reason,
+      delta: {
+        role: 'assistant',
+        content: message?.content ?? null,
+        ...(message?.tool_calls && {
+          tool_calls: message.tool_calls.map((call, i) => ({ ...call, index: i })),
+        }),
+      },
+    })),
+  } as ChatCompletionChunk;
+}
+
+/** The chunks of an answer, until `[DONE]` (what follows it is read, not used). */
 async function* completionChunks(answer: ModelHttpAnswer): AsyncGenerator<ChatCompletionChunk> {
   if (!answer.body) return;
+  if (/^application\/json\b/i.test(String(answer.headers['content-type'] ?? ''))) {
+    // Bounded in all by the transport (an answer of the largest size allowed fits).
+    yield completionAsChunk(answerObject(await answerText(answer), false) as unknown as ChatCompletion);
+    return;
+  }
   let done = false;
   for await (const e of serverEvents(answer.body)) {
     if (done) continue;
@@ -139,22 +186,7 @@ async function* completionChunks(answer: ModelHttpAnswer): AsyncGenerator<ChatCo
       done = true;
       continue;
     }
-    let data: { error?: unknown } | null;
-    try {
-      data = JSON.parse(e.data) as typeof data;
-    } catch (err) {
-      throw new UnreadableAnswer(`The model provider's answer could not be read: ${(err as Error).message}`);
-    }
-    if (data === null || typeof data !== 'object') {
-      throw new UnreadableAnswer(
-        "The model provider's answer could not be read: an event that is not a JSON object",
-      );
-    }
-    if (e.event === 'error' || data.error) {
-      const text = providerMessage(e.data);
-      throw new UnreadableAnswer(`The model provider refused the request: ${text}`);
-    }
-    yield data as ChatCompletionChunk;
+    yield answerObject(e.data, e.event === 'error') as unknown as ChatCompletionChunk;
   }
 }
 

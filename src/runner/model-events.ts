@@ -3,6 +3,7 @@
 // comments (":") and other fields ignored; an event dispatched at the blank line after it, and
 // only if it carried data. An event left open when the stream ends is dropped, as the standard
 // says. One event is bounded before it reaches here (the transport's byte bound per event).
+// An answer that is not an event stream (a whole completion as JSON) does not come here.
 
 export interface ServerEvent {
   /** The "event:" field, or null. */

@@ -52,6 +52,8 @@ export interface ModelReply {
   rawStream?: string;
   /** With `rawStream`: the connection is then cut, the answer never ended. */
   cut?: boolean;
+  /** Answer a streamed request with the whole completion as JSON, as a provider ignoring `stream` does. */
+  ignoreStream?: boolean;
 }
 
 export interface ModelServer {
@@ -181,7 +183,8 @@ export async function startModelServer(
     }
     const id = `chatcmpl-${index}`;
     const content = r.content ?? (r.toolCalls?.length ? null : `Answer to: ${lastUserText(request)}`);
-    if (request.body.stream && (r.endless !== undefined || r.endlessLine)) {
+    const stream = request.body.stream && !r.ignoreStream;
+    if (stream && (r.endless !== undefined || r.endlessLine)) {
       res.writeHead(200, { 'content-type': 'text/event-stream', ...r.headers });
       const piece = r.endless
         ? `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 0, model: request.body.model, choices: [{ index: 0, delta: { content: r.endless }, finish_reason: null }] })}\n\n`
@@ -190,14 +193,14 @@ export async function startModelServer(
       await writeUntilClosed(res, piece, endless, r.trickleMs);
       return;
     }
-    if (request.body.stream && r.rawStream !== undefined) {
+    if (stream && r.rawStream !== undefined) {
       res.writeHead(200, { 'content-type': 'text/event-stream', ...r.headers });
       if (!r.cut) return res.end(r.rawStream);
       res.write(r.rawStream);
       setTimeout(() => res.destroy(), 20);
       return;
     }
-    if (request.body.stream) {
+    if (stream) {
       res.writeHead(200, { 'content-type': 'text/event-stream', ...r.headers });
       writeStream(res, id, request.body.model, r, content);
       return;
