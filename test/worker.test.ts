@@ -243,6 +243,7 @@ describe('the worker', () => {
       { rawStream: `${piece('Par')}event: error\ndata: {"error":{"message":"stream failed"}}\n\n` },
       { rawStream: `${piece('Par')}data: {"choices": [\n\n` },
       { rawStream: `${piece('Par')}data: null\n\n` },
+      { rawStream: `${piece('Par')}data: {"choices": {"index": 0}}\n\n` },
       { rawStream: piece('Par'), cut: true },
     ];
     const { svc, model } = await startWorkerService((_p, i) => replies[i] ?? {});
@@ -261,7 +262,8 @@ describe('the worker', () => {
       assert.match(errors[1] ?? '', /refused the request: stream failed/);
       assert.match(errors[2] ?? '', /answer could not be read: .*JSON/);
       assert.match(errors[3] ?? '', /answer could not be read: an event that is not a JSON object/);
-      assert.match(errors[4] ?? '', /answer was cut off/);
+      assert.match(errors[4] ?? '', /answer could not be read: its choices are not a list/);
+      assert.match(errors[5] ?? '', /answer was cut off/);
       assert.equal(
         model.requests.length,
         replies.length,

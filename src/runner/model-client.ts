@@ -146,6 +146,10 @@ function answerObject(text: string, isError: boolean): Record<string, unknown> {
   if (isError || (data as { error?: unknown }).error) {
     throw new UnreadableAnswer(`The model provider refused the request: ${providerMessage(text)}`);
   }
+  const { choices } = data as { choices?: unknown };
+  if (choices !== undefined && choices !== null && !Array.isArray(choices)) {
+    throw new UnreadableAnswer("The model provider's answer could not be read: its choices are not a list");
+  }
   return data as Record<string, unknown>;
 }
 
@@ -163,7 +167,7 @@ function completionAsChunk(completion: ChatCompletion): ChatCompletionChunk {
       delta: {
         role: 'assistant',
         content: message?.content ?? null,
-        ...(message?.tool_calls && {
+        ...(Array.isArray(message?.tool_calls) && {
           tool_calls: message.tool_calls.map((call, i) => ({ ...call, index: i })),
         }),
       },
