@@ -297,6 +297,26 @@ describe('the worker', () => {
     }
   });
 
+  test("a run's time limit ends it while it waits to retry the provider, not after the wait the provider asked for", async () => {
+    const { svc, model } = await startWorkerService(
+      () => ({ status: 503, headers: { 'retry-after': '30' }, error: 'busy' }),
+      { SVC_RUN_TIMEOUT_SECONDS: '1' },
+    );
+    try {
+      const org = await svc.createOrg('paid');
+      const task = await newTask(svc, org);
+      const started = Date.now();
+      const run = await finishedRun(svc, org, await runNow(svc, org, task.id));
+      assert.equal(run.status, 'failed');
+      assert.match(run.error, /did not finish within 1 s/);
+      assert.equal(model.requests.length, 1, 'the retry asked for 30 s later was never sent');
+      assert.ok(Date.now() - started < 20_000, 'the run ended long before the 30 s wait');
+    } finally {
+      await svc.close();
+      await model.close();
+    }
+  });
+
   test('a run still executing after the run timeout is failed with an error that says so', async () => {
     const { svc, model } = await startWorkerService(() => ({ delayMs: 4_000 }), {
       SVC_RUN_TIMEOUT_SECONDS: '1',

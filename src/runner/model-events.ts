@@ -37,7 +37,7 @@ export async function* serverEvents(body: AsyncIterable<Uint8Array>): AsyncGener
 }
 
 /** Splits text that arrives in pieces into lines, whichever of the three line ends they use. */
-export class LineSplitter {
+class LineSplitter {
   #rest = '';
   /** The previous piece ended with "\r": a "\n" starting this one belongs to that line end. */
   #afterCR = false;

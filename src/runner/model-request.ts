@@ -6,6 +6,7 @@
 // provider's `x-should-retry: true|false` overrides the status. A wait asked for beyond
 // MAX_RETRY_AFTER_MS is not honoured as asked: the backoff is used (a provider's "come back in
 // an hour" must not hold a run's place that long; its timeout would end it first anyway).
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ResponseTooLargeError } from './capped-response.ts';
 import { tooLargeIn } from './capped-response.ts';
 import {
@@ -59,17 +60,8 @@ export function askedWaitMs(headers: ModelHttpAnswer['headers'], now = Date.now(
 
 /** Sleeps `ms`, or rejects with the signal's reason as soon as it aborts. */
 function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
+  return sleep(ms, undefined, { signal }).catch(() => {
+    throw signal.reason;
   });
 }
 
