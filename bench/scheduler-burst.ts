@@ -79,7 +79,10 @@ const STATEMENTS: [RegExp, string][] = [
   ],
   [/^WITH wanted AS/, 'insertSlotRuns (scheduler)'],
   [/^UPDATE tasks t SET next_run_at/, 'advanceTasks (scheduler)'],
-  [/^(\/\* plan each time \*\/ )?SELECT \* FROM tasks WHERE status = 'active'/, 'lockDueTasks (scheduler)'],
+  [
+    /^(\/\* plan each time \*\/ )?SELECT id, organization_id, next_run_at, schedule/,
+    'lockDueTasks (scheduler)',
+  ],
   [/^SELECT \* FROM organizations WHERE id/, 'findOrganization (worker: run limit, usage report)'],
   [
     /^(\/\* plan each time \*\/ )?SELECT id, organization_id, attempts FROM runs/,

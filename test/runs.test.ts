@@ -236,25 +236,25 @@ describe('runs', () => {
     const slotAt = new Date(BASE + 86_400_000);
     const now = new Date(BASE - 7_200_000);
     const task = await insertTask(db, org.organizationId);
-    const slot = (runId: string) => [{ taskId: task, runId, slotAt }];
+    const slot = (runId: string) => [{ taskId: task, organizationId: org.organizationId, runId, slotAt }];
     const first = (await insertSlotRuns(db, slot(randomUUID()), now)).get(task);
     assert.equal(first?.inFlight, false);
-    assert.ok(first?.run);
+    assert.ok(first?.runId);
     const second = randomUUID();
     assert.deepEqual((await insertSlotRuns(db, slot(second), now)).get(task), {
       inFlight: true,
       overCostLimit: false,
       costLimitFirst: false,
       overRunLimit: false,
-      run: undefined,
+      runId: undefined,
     });
-    await db.query("UPDATE runs SET status = 'completed' WHERE id = $1", [first.run.id]);
+    await db.query("UPDATE runs SET status = 'completed' WHERE id = $1", [first.runId]);
     assert.deepEqual((await insertSlotRuns(db, slot(second), now)).get(task), {
       inFlight: false,
       overCostLimit: false,
       costLimitFirst: false,
       overRunLimit: false,
-      run: undefined,
+      runId: undefined,
     });
     const row = {
       id: second,

@@ -88,10 +88,48 @@ describe('the scheduler (due-task claimer)', () => {
 
     clock.set('2027-05-04T09:59:59Z');
     assert.equal((await scheduler.tick()).runsCreated, 0, 'nothing before the slot');
+    const runsCounted = async () =>
+      (await svc.service.deps.metrics.schedulerSlots.get()).values.find((v) => v.labels.outcome === 'run')
+        ?.value ?? 0;
+    const countedBefore = await runsCounted();
     clock.set('2027-05-04T10:00:00Z');
     assert.equal((await scheduler.tick()).runsCreated, 1);
     assert.equal((await scheduler.tick()).runsCreated, 0, 'a slot runs once');
     assert.deepEqual(await slotsOf(task.id), ['2027-05-04T10:00:00.000Z']);
+    assert.equal(await runsCounted(), countedBefore + 1, 'svc_scheduler_slots_total{outcome="run"}');
+    // The run's line, as pino writes a line: level, time, pid, hostname, the members, msg.
+    const [run] = await svc.service.deps.db.query<{ id: string }>('SELECT id FROM runs WHERE task_id = $1', [
+      task.id,
+    ]);
+    const lines = svc.logs
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.msg === 'run created for schedule slot' && l.taskId === task.id);
+    assert.equal(lines.length, 1);
+    assert.deepEqual(Object.keys(lines[0] ?? {}), [
+      'level',
+      'time',
+      'pid',
+      'hostname',
+      'taskId',
+      'organizationId',
+      'runId',
+      'slot',
+      'msg',
+    ]);
+    assert.deepEqual(
+      { ...lines[0], time: 0 },
+      {
+        level: 30,
+        time: 0,
+        pid: process.pid,
+        hostname: lines[0]?.hostname,
+        taskId: task.id,
+        organizationId: org.organizationId,
+        runId: run?.id,
+        slot: '2027-05-04T10:00:00.000Z',
+        msg: 'run created for schedule slot',
+      },
+    );
 
     const after = await getTask(task.id);
     assert.equal(after.nextRunAt, '2027-05-05T10:00:00.000Z');

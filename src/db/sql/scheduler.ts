@@ -1,17 +1,42 @@
 import { PLAN_EACH_TIME, type Queryable } from '../db.ts';
-import type { RunRow } from './runs.ts';
 import type { TaskRow } from './tasks.ts';
+
+/**
+ * What a claim reads of a due task: its slot and schedule, its organization, its cost limit and
+ * the count of its slot records. A third of a task's columns: the others (the prompt, the
+ * attachments' id lists, the destinations' JSON) were read and decoded for every due task, 500
+ * at a time, and went unused.
+ */
+export type DueTaskRow = Pick<
+  TaskRow,
+  | 'id'
+  | 'organization_id'
+  | 'next_run_at'
+  | 'schedule'
+  | 'schedule_time'
+  | 'schedule_days'
+  | 'cron_expression'
+  | 'timezone'
+  | 'monthly_cost_limit_cents'
+  | 'slot_records'
+>;
+const DUE_TASK_COLUMNS = `id, organization_id, next_run_at, schedule, schedule_time, schedule_days,
+      cron_expression, timezone, monthly_cost_limit_cents, slot_records`;
 
 /**
  * Locks up to `limit` active tasks whose slot is due, oldest slot first. SKIP LOCKED: tasks that
  * another scheduler (or an API edit) holds are left to it, so schedulers never wait on each
- * other and never see the same task in the same instant.
+ * other and never see the same task in the same instant. Ordered by the slot alone, the order
+ * of tasks_due_idx, so the rows come from that index and the scan stops at `limit`: with a
+ * tie-breaker (`next_run_at, id`) PostgreSQL read and sorted every due row for each batch
+ * (FOR UPDATE rules out a top-N sort), 26 ms for a batch of 500 out of 10,000 due tasks
+ * against 1.4 ms. Tasks due at the same instant come in no particular order.
  */
-export function lockDueTasks(tx: Queryable, now: Date, limit: number): Promise<TaskRow[]> {
-  return tx.query<TaskRow>(
-    `${PLAN_EACH_TIME} SELECT * FROM tasks
+export function lockDueTasks(tx: Queryable, now: Date, limit: number): Promise<DueTaskRow[]> {
+  return tx.query<DueTaskRow>(
+    `${PLAN_EACH_TIME} SELECT ${DUE_TASK_COLUMNS} FROM tasks
       WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= $1
-      ORDER BY next_run_at, id
+      ORDER BY next_run_at
       LIMIT $2
       FOR UPDATE SKIP LOCKED`,
     [now, limit],
@@ -20,6 +45,8 @@ export function lockDueTasks(tx: Queryable, now: Date, limit: number): Promise<T
 
 export interface SlotRun {
   taskId: string;
+  /** The task's organization, from its row locked by the claim (the statement reads no task row). */
+  organizationId: string;
   runId: string;
   slotAt: Date;
   /** The task's monthly cost limit in cents, with the start of the billing period it holds for. */
@@ -43,14 +70,14 @@ export interface SlotRunOutcome {
   costLimitFirst: boolean;
   /** The organization had no run left in its billing period, so nothing was inserted. */
   overRunLimit: boolean;
-  /** The inserted run; undefined when the task was in flight, over a limit or the slot already had a run. */
-  run: RunRow | undefined;
+  /** The inserted run's id; undefined when the task was in flight, over a limit or the slot already had a run. */
+  runId: string | undefined;
 }
 
 // Built once: the Db seam names prepared statements by their text.
 const INSERT_SLOT_RUNS = `WITH wanted AS (
-       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $7::numeric[], $8::timestamptz[])
-         AS w(task_id, run_id, slot_at, cost_limit, period_start)
+       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $7::numeric[], $8::timestamptz[], $15::uuid[])
+         AS w(task_id, run_id, slot_at, cost_limit, period_start, organization_id)
      ), busy AS (
        SELECT DISTINCT task_id FROM runs
         WHERE task_id = ANY($1::uuid[]) AND status IN ('pending', 'running')
@@ -65,9 +92,8 @@ const INSERT_SLOT_RUNS = `WITH wanted AS (
           WHERE w.cost_limit IS NOT NULL AND NOT EXISTS (SELECT 1 FROM busy b WHERE b.task_id = w.task_id)
        ) s WHERE s.spent >= s.cost_limit
      ), eligible AS (
-       SELECT w.*, t.organization_id,
-              row_number() OVER (PARTITION BY t.organization_id ORDER BY w.slot_at, w.task_id) AS rank
-         FROM wanted w JOIN tasks t ON t.id = w.task_id
+       SELECT w.*, row_number() OVER (PARTITION BY w.organization_id ORDER BY w.slot_at, w.task_id) AS rank
+         FROM wanted w
         WHERE NOT EXISTS (SELECT 1 FROM busy b WHERE b.task_id = w.task_id)
           AND NOT EXISTS (SELECT 1 FROM over_budget o WHERE o.task_id = w.task_id)
           AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = w.task_id AND r.slot_at = w.slot_at)
@@ -80,7 +106,7 @@ const INSERT_SLOT_RUNS = `WITH wanted AS (
        INSERT INTO runs (id, organization_id, task_id, slot_at, trigger, status, created_at)
        SELECT run_id, organization_id, task_id, slot_at, 'schedule', 'pending', $4 FROM allowed
        ON CONFLICT (task_id, slot_at) DO NOTHING
-       RETURNING *
+       RETURNING id, organization_id, task_id, status, created_at
      ), ledger AS (
        INSERT INTO usage_ledger (run_id, organization_id, task_id, status, created_at)
        SELECT id, organization_id, task_id, status, created_at FROM run
@@ -125,7 +151,7 @@ const INSERT_SLOT_RUNS = `WITH wanted AS (
        ) c
         WHERE s.task_id = c.task_id AND s.slot_at <= c.cutoff
      )
-     SELECT run.*, d.task_id AS wanted_task_id, d.in_flight, d.over_budget, d.over_limit,
+     SELECT run.id, d.task_id AS wanted_task_id, d.in_flight, d.over_budget, d.over_limit,
             EXISTS (SELECT 1 FROM budget_first f WHERE f.id = d.task_id) AS budget_first
        FROM decided d LEFT JOIN run ON run.task_id = d.task_id`;
 
@@ -148,15 +174,14 @@ export async function insertSlotRuns(
   missed: readonly MissedSlotRecord[] = [],
   prune: ReadonlyMap<string, number> = new Map(),
 ): Promise<Map<string, SlotRunOutcome>> {
-  const rows = await tx.query<
-    RunRow & {
-      wanted_task_id: string;
-      in_flight: boolean;
-      over_budget: boolean;
-      over_limit: boolean;
-      budget_first: boolean;
-    }
-  >(INSERT_SLOT_RUNS, [
+  const rows = await tx.query<{
+    id: string | null;
+    wanted_task_id: string;
+    in_flight: boolean;
+    over_budget: boolean;
+    over_limit: boolean;
+    budget_first: boolean;
+  }>(INSERT_SLOT_RUNS, [
     slots.map((s) => s.taskId),
     slots.map((s) => s.runId),
     slots.map((s) => s.slotAt),
@@ -171,15 +196,16 @@ export async function insertSlotRuns(
     missed.map((m) => m.reason),
     [...prune.keys()],
     [...prune.values()],
+    slots.map((s) => s.organizationId),
   ]);
   const outcomes = new Map<string, SlotRunOutcome>();
-  for (const { wanted_task_id, in_flight, over_budget, over_limit, budget_first, ...run } of rows) {
+  for (const { id, wanted_task_id, in_flight, over_budget, over_limit, budget_first } of rows) {
     outcomes.set(wanted_task_id, {
       inFlight: in_flight,
       overCostLimit: over_budget,
       costLimitFirst: budget_first,
       overRunLimit: over_limit,
-      run: run.id ? run : undefined,
+      runId: id ?? undefined,
     });
   }
   return outcomes;
