@@ -56,6 +56,44 @@ describe('logs', () => {
     assert.equal(line.msg, 'm');
   });
 
+  test('credentials are redacted at the top level, one level down and in request headers, in lines and in bindings', () => {
+    const { log, lines } = captured();
+    log.info(
+      {
+        apiKey: 'sk-top',
+        token: 't-top',
+        password: 'p-top',
+        webhookSecret: 'whsec-top',
+        source: { token: 't-nested', apiKey: 'sk-nested', password: 'p-nested', name: 'kept' },
+        req: { headers: { authorization: 'Bearer a', cookie: 'session=c', accept: 'kept' } },
+        headers: { authorization: 'Bearer b' },
+        taskId: 'kept',
+      },
+      'm',
+    );
+    log
+      .child({ token: 't-binding' })
+      .warn({ err: Object.assign(new Error('boom'), { apiKey: 'sk-err' }) }, 'w');
+    const text = lines.join('');
+    for (const secret of ['sk-', 't-top', 't-nested', 't-binding', 'p-', 'whsec-', 'Bearer', 'session=']) {
+      assert.ok(!text.includes(secret), `${secret} was logged: ${text}`);
+    }
+    const [line, child] = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.equal(line?.apiKey, '[redacted]');
+    assert.deepEqual(line?.source, {
+      token: '[redacted]',
+      apiKey: '[redacted]',
+      password: '[redacted]',
+      name: 'kept',
+    });
+    assert.deepEqual(line?.req, {
+      headers: { authorization: '[redacted]', cookie: '[redacted]', accept: 'kept' },
+    });
+    assert.equal(line?.taskId, 'kept');
+    assert.equal(child?.token, '[redacted]');
+    assert.equal((child?.err as { message?: string } | undefined)?.message, 'boom');
+  });
+
   test("standard output gets a turn's lines when the turn ends, in order, and the lines still waiting at exit", () => {
     const out = runNode(`
       import { writeSync } from 'node:fs';
