@@ -132,8 +132,8 @@ export class DueTaskClaimer {
    * A batch of locked due tasks in a handful of statements whatever its size: the slots are
    * planned here, the run limits of their organizations counted under those organizations'
    * row locks, their runs inserted by one statement and the tasks advanced by another.
+   * Returns the slots of the runs it created.
    */
-  /** Returns the slots of the runs it created. */
   async #claimBatch(tx: Queryable, tasks: DueTaskRow[], now: Date, total: TickResult): Promise<Date[]> {
     const { config } = this.#deps;
     const planned = tasks.flatMap((task) =>
