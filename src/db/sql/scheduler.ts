@@ -7,21 +7,19 @@ import type { TaskRow } from './tasks.ts';
  * attachments' id lists, the destinations' JSON) were read and decoded for every due task, 500
  * at a time, and went unused.
  */
-export type DueTaskRow = Pick<
-  TaskRow,
-  | 'id'
-  | 'organization_id'
-  | 'next_run_at'
-  | 'schedule'
-  | 'schedule_time'
-  | 'schedule_days'
-  | 'cron_expression'
-  | 'timezone'
-  | 'monthly_cost_limit_cents'
-  | 'slot_records'
->;
-const DUE_TASK_COLUMNS = `id, organization_id, next_run_at, schedule, schedule_time, schedule_days,
-      cron_expression, timezone, monthly_cost_limit_cents, slot_records`;
+const DUE_TASK_COLUMNS = [
+  'id',
+  'organization_id',
+  'next_run_at',
+  'schedule',
+  'schedule_time',
+  'schedule_days',
+  'cron_expression',
+  'timezone',
+  'monthly_cost_limit_cents',
+  'slot_records',
+] as const satisfies readonly (keyof TaskRow)[];
+export type DueTaskRow = Pick<TaskRow, (typeof DUE_TASK_COLUMNS)[number]>;
 
 /**
  * Locks up to `limit` active tasks whose slot is due, oldest slot first. SKIP LOCKED: tasks that
@@ -34,7 +32,7 @@ const DUE_TASK_COLUMNS = `id, organization_id, next_run_at, schedule, schedule_t
  */
 export function lockDueTasks(tx: Queryable, now: Date, limit: number): Promise<DueTaskRow[]> {
   return tx.query<DueTaskRow>(
-    `${PLAN_EACH_TIME} SELECT ${DUE_TASK_COLUMNS} FROM tasks
+    `${PLAN_EACH_TIME} SELECT ${DUE_TASK_COLUMNS.join(', ')} FROM tasks
       WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= $1
       ORDER BY next_run_at
       LIMIT $2
