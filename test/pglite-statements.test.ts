@@ -69,4 +69,37 @@ describe('prepared statements on the embedded database', () => {
       Array.from({ length: 50 }, (_, i) => i),
     );
   });
+
+  test('statements sent together let the event loop turn while they run, in the order they were sent', async () => {
+    // Each statement holds the thread a millisecond or more: 100 of them hold it far longer than
+    // the budget after which the loop gets a turn (TURN_BUDGET_MS), so a timer set after
+    // sending them fires while they run, not after the last. Sent from a timer's callback, as
+    // requests' statements are sent from I/O callbacks: they all run in the check phase that
+    // follows, before the loop's next timers phase unless they let it turn.
+    await new Promise((resolve) => setTimeout(resolve, 1));
+    const finished: number[] = [];
+    let finishedWhenTimerFired = -1;
+    const timer = new Promise<void>((resolve) =>
+      setTimeout(() => {
+        finishedWhenTimerFired = finished.length;
+        resolve();
+      }, 0),
+    );
+    const total = 100;
+    await Promise.all([
+      timer,
+      ...Array.from({ length: total }, async (_, i) => {
+        await db.query('SELECT count(*) FROM generate_series(1, $1::int)', [20_000 + i]);
+        finished.push(i);
+      }),
+    ]);
+    assert.ok(
+      finishedWhenTimerFired >= 0 && finishedWhenTimerFired < total,
+      `the timer fired after ${finishedWhenTimerFired} of ${total} statements`,
+    );
+    assert.deepEqual(
+      finished,
+      Array.from({ length: total }, (_, i) => i),
+    );
+  });
 });

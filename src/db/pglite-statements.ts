@@ -1,5 +1,6 @@
 import { type PGlite, parse, protocol } from '@electric-sql/pglite';
 import { PLAN_EACH_TIME } from './db.ts';
+import type { StatementTurns } from './pglite-turns.ts';
 
 /** Distinct statements prepared at most; the service sends a fixed set, far fewer than this. */
 const MAX_PREPARED = 1_000;
@@ -26,25 +27,33 @@ interface Exclusive {
  *
  * The protocol messages and locks are PGlite's own (`execProtocolStream`, the transaction and
  * query mutexes that `query()` takes), so a prepared statement waits for a transaction in
- * progress exactly as `query()` does.
+ * progress exactly as `query()` does. Holding them, each statement first lets the event loop
+ * turn when the statements before it have held the thread for long (pglite-turns.ts).
  */
 export class PgliteStatements {
   readonly #pg: PGlite;
+  readonly #turns: StatementTurns;
   readonly #prepared = new Map<string, Prepared>();
   #named = 0;
 
-  constructor(pg: PGlite) {
+  constructor(pg: PGlite, turns: StatementTurns) {
     this.#pg = pg;
+    this.#turns = turns;
   }
 
   /** A statement on its own: it waits for any transaction in progress, as `query()` does. */
   async query<R>(sql: string, params: readonly unknown[]): Promise<R[]> {
     const pg = this.#pg;
-    if (!this.#preparable(sql)) return (await pg.query<R>(sql, params as unknown[])).rows;
+    if (!this.#preparable(sql)) {
+      // query() takes the locks itself: the turn is taken before them.
+      await this.#turns.yieldIfDue();
+      return (await pg.query<R>(sql, params as unknown[])).rows;
+    }
     if (pg.closed) throw new Error('PGlite is closed');
     const locks = pg as unknown as Exclusive;
     return locks._runExclusiveTransaction(() =>
       locks._runExclusiveQuery(async () => {
+        await this.#turns.yieldIfDue();
         const rows = await this.#execute<R>(sql, params);
         await pg.syncToFs();
         return rows;
@@ -61,6 +70,7 @@ export class PgliteStatements {
     sql: string,
     params: readonly unknown[],
   ): Promise<R[]> {
+    await this.#turns.yieldIfDue();
     if (!this.#preparable(sql)) return (await tx.query<R>(sql, params as unknown[])).rows;
     const locks = this.#pg as unknown as Exclusive;
     return locks._runExclusiveQuery(() => this.#execute<R>(sql, params));

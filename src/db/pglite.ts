@@ -9,6 +9,7 @@ import {
   syncDirectoryTree,
 } from './pglite-disk.ts';
 import { PgliteStatements } from './pglite-statements.ts';
+import { StatementTurns } from './pglite-turns.ts';
 
 export const PGLITE_PARSERS = {
   [types.INT8]: (v: string) => Number(v),
@@ -30,18 +31,6 @@ export const PGLITE_PARSERS = {
 export const PGLITE_START_PARAMS: readonly string[] = ['-c', 'shared_buffers=64MB', '-c', 'wal_buffers=4MB'];
 
 type PgliteLike = Pick<PGlite, 'query' | 'exec'>;
-
-/**
- * PGlite executes each statement synchronously on this thread. Started straight from a request
- * (an I/O callback), statements run inside the event loop's poll phase, and under load a poll
- * phase then lasts as long as the statements it starts: sockets that became readable meanwhile
- * are served in an order that starves some of them (the first request of new connections waited
- * seconds under 50 concurrent requests; the same happens to a bare Node server doing 3 ms of
- * synchronous work per request). Waiting for the check phase (setImmediate) first lets the poll
- * phase read every ready request, so statements start in the order requests arrived. Statements
- * inside a transaction do not wait: the transaction holds the database until it ends.
- */
-const afterPendingIo = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** Statements inside a transaction: the transaction holds the database until it ends. */
 function wrapTransaction(tx: PgliteLike, statements: PgliteStatements): Queryable {
@@ -87,23 +76,29 @@ export async function openPglite(
 
 /** The Db seam over an open PGlite instance; `onClose` runs after the instance closes. */
 export function pgliteDb(pg: PGlite, onClose: () => void = () => undefined): Db {
-  const statements = new PgliteStatements(pg);
-  const query = async <R>(sql: string, params: readonly unknown[] = []) => {
-    await afterPendingIo();
-    return statements.query<R>(sql, params);
-  };
+  // Every statement and transaction waits for the event loop's check phase, and lets the loop
+  // turn when statements have held the thread for a while (pglite-turns.ts).
+  const turns = new StatementTurns();
+  const statements = new PgliteStatements(pg, turns);
+  const query = <R>(sql: string, params: readonly unknown[] = []) =>
+    turns.run(() => statements.query<R>(sql, params));
   return {
     backend: PGLITE_PROFILE,
     query,
     batch: svcBatch(query),
     async exec(sql: string) {
-      await afterPendingIo();
-      await pg.exec(sql);
+      await turns.run(async () => {
+        await turns.yieldIfDue();
+        await pg.exec(sql);
+      });
     },
-    transaction: async (fn) => {
-      await afterPendingIo();
-      return pg.transaction((tx) => fn(wrapTransaction(tx, statements)));
-    },
+    transaction: (fn) =>
+      turns.run(() =>
+        pg.transaction(async (tx) => {
+          await turns.yieldIfDue();
+          return fn(wrapTransaction(tx, statements));
+        }),
+      ),
     async listen(channel, onNotify) {
       const unlisten = await pg.listen(channel, onNotify);
       return async () => {
