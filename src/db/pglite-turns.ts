@@ -2,8 +2,8 @@
 //
 // PGlite executes each statement synchronously on this thread, so statements sent together run
 // back to back while the event loop waits. What only a turn of the loop does then waits too:
-// reading requests, and accepting connections, which libuv does one per turn (libuv 1.45, "unix:
-// don't accept() connections in a loop", relying on level-triggered polling for the next one).
+// reading requests, and accepting connections, which libuv does one per turn (libuv pull request
+// 3696, "unix: don't accept() connections in a loop": the next one waits for the next poll).
 // Under 50 concurrent 20-task lists a turn lasted 60-100 ms, so 50 new connections were accepted
 // one per turn and the last one's first request waited 2.5-3.4 s (strace of the service: one
 // accept4 every 60-100 ms). So a statement that finds the statements before it have held the
@@ -25,15 +25,10 @@ export const TURN_BUDGET_MS = 5;
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export class StatementTurns {
-  readonly #budgetMs: number;
   /** Statements and transactions that have entered and not left. */
   #pending = 0;
   /** When the statements holding the thread back to back started (or last let the loop turn). */
   #since = 0;
-
-  constructor(budgetMs = TURN_BUDGET_MS) {
-    this.#budgetMs = budgetMs;
-  }
 
   /** `op` (a statement or a transaction) once the loop is in its check phase. */
   async run<T>(op: () => Promise<T>): Promise<T> {
@@ -50,7 +45,7 @@ export class StatementTurns {
 
   /** Called by a statement that holds the database, before it executes. */
   async yieldIfDue(): Promise<void> {
-    if (performance.now() - this.#since <= this.#budgetMs) return;
+    if (performance.now() - this.#since <= TURN_BUDGET_MS) return;
     await nextTurn();
     this.#since = performance.now();
   }
