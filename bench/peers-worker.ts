@@ -78,7 +78,12 @@ async function graphileWorker(o: PeerWorkerOptions, call: (p: string) => Promise
 
 async function pgBoss(o: PeerWorkerOptions, call: (p: string) => Promise<string>) {
   const { PgBoss } = await import('pg-boss');
-  const boss = new PgBoss({ connectionString: o.url, useListenNotify: true });
+  // A schedule's jobs are sent when pg-boss's cron monitor finds their minute due, every
+  // cronMonitorIntervalSeconds (30 s by default), through a queue polled every
+  // cronWorkerIntervalSeconds (5 s): the slot measure's worker checks both every second, the
+  // least pg-boss allows, so its jobs are sent within about a second of the minute.
+  const cron = o.cronMarkers?.length ? { cronMonitorIntervalSeconds: 1, cronWorkerIntervalSeconds: 1 } : {};
+  const boss = new PgBoss({ connectionString: o.url, useListenNotify: true, ...cron });
   boss.on('error', (err) => process.stderr.write(`pg-boss: ${String(err)}\n`));
   await boss.start();
   // With notify on, a worker that found a job waits notifyPollingIntervalSeconds (30 s) before
