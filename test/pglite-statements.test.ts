@@ -102,4 +102,38 @@ describe('prepared statements on the embedded database', () => {
       Array.from({ length: total }, (_, i) => i),
     );
   });
+
+  test('an answer larger than PGlite hands over at once arrives whole, row by row', async () => {
+    // 3,000 rows of about 1 KB: several parts of the answer, messages cut between them.
+    const rows = await db.query<{ n: number; pad: string }>(
+      `SELECT g AS n, repeat(chr(97 + g % 26), 1000) AS pad FROM generate_series(1, $1::int) g`,
+      [3000],
+    );
+    assert.equal(rows.length, 3000);
+    for (const [i, row] of rows.entries()) {
+      const n = i + 1;
+      assert.equal(row.n, n);
+      assert.equal(row.pad, String.fromCharCode(97 + (n % 26)).repeat(1000));
+    }
+  });
+
+  test('a notification sent by a prepared statement or a transaction reaches each listener once', async () => {
+    const heard: string[] = [];
+    const other: string[] = [];
+    const unlisten = await db.listen('svc_probe', (payload) => heard.push(payload));
+    const unlistenOther = await db.listen('svc_probe_other', (payload) => other.push(payload));
+    await db.query('SELECT pg_notify($1, $2)', ['svc_probe', 'from a statement']);
+    await db.transaction(async (tx) => {
+      await tx.query('SELECT pg_notify($1, $2)', ['svc_probe', 'from a transaction']);
+    });
+    await db.exec(`NOTIFY svc_probe, 'from exec'`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.deepEqual(heard.sort(), ['from a statement', 'from a transaction', 'from exec']);
+    assert.deepEqual(other, [], 'a channel hears only its own');
+    await unlisten();
+    await db.query('SELECT pg_notify($1, $2)', ['svc_probe', 'after unlisten']);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.equal(heard.length, 3, 'nothing arrives after unlisten');
+    await unlistenOther();
+  });
 });

@@ -99,7 +99,8 @@ export const PLAN_EACH_TIME = '/* plan each time */';
  * that what is worked out from it (a view, its JSON, its entity tag) is worked out once
  * (lib/frozen.ts). A caller never changes a row of such a statement (their read functions
  * return read-only types), and the statement's first column tells its rows apart (an id).
- * PostgreSQL compares rows by their text as it arrives, before decoding it (reused-rows.ts);
- * the embedded database, which hands rows over decoded, returns new objects every time.
+ * Both backends compare rows by their text as it arrives, before decoding it (reused-rows.ts,
+ * row-shapes.ts); on the embedded database, statements not prepared (pglite-statements.ts)
+ * return new objects every time.
  */
 export const REUSE_ROWS = '/* reuse rows */';

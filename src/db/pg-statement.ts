@@ -16,7 +16,7 @@
 // in a READ COMMITTED transaction), committed at the Sync; after an error it skips the rest up
 // to the Sync and rolls the transaction back. One write, one wake-up of the backend, one commit.
 import { createRequire } from 'node:module';
-import type { ReusedRows } from './reused-rows.ts';
+import { type RowShape, rowOf } from './row-shapes.ts';
 
 /** The driver's protocol connection, the part used here (pg's lib/connection.js). */
 export interface DriverConnection {
@@ -36,14 +36,6 @@ export interface DriverField {
   name: string;
   dataTypeID: number;
   format: string;
-}
-
-/** What a statement's rows are made of, once its columns have been described. */
-export interface RowShape {
-  parsers: ((v: string) => unknown)[];
-  make(values: unknown[]): unknown;
-  /** A REUSE_ROWS statement's remembered rows (db.ts). */
-  reuse?: ReusedRows | undefined;
 }
 
 /** How rows are made for a statement, given its described columns (postgres.ts decides). */
@@ -165,24 +157,11 @@ export class PipelineQuery {
       this.#failure = new Error('a row arrived before its columns were described');
       return;
     }
-    const raw = msg.fields;
-    const known = shape.reuse?.known(raw);
-    if (known !== undefined) {
-      this.#rows[this.#current]?.push(known);
-      return;
-    }
-    const values = new Array<unknown>(raw.length);
     try {
-      for (let i = 0; i < raw.length; i++) {
-        const v = raw[i];
-        values[i] = v === null || v === undefined ? null : (shape.parsers[i] as (v: string) => unknown)(v);
-      }
+      this.#rows[this.#current]?.push(rowOf(shape, msg.fields));
     } catch (err) {
       this.#failure = err as Error;
-      return;
     }
-    const row = shape.make(values);
-    this.#rows[this.#current]?.push(shape.reuse ? shape.reuse.keep(raw, row) : row);
   }
 
   handleCommandComplete(): void {

@@ -1,6 +1,8 @@
 import { type PGlite, parse, protocol } from '@electric-sql/pglite';
-import { PLAN_EACH_TIME } from './db.ts';
+import { PLAN_EACH_TIME, REUSE_ROWS } from './db.ts';
+import { type NotificationSink, PgliteAnswer } from './pglite-answer.ts';
 import type { StatementTurns } from './pglite-turns.ts';
+import { type RowShape, reusedRowsOf, rowMaker, type ShapeField } from './row-shapes.ts';
 
 /** Distinct statements prepared at most; the service sends a fixed set, far fewer than this. */
 const MAX_PREPARED = 1_000;
@@ -9,6 +11,19 @@ interface Prepared {
   name: string;
   /** Parameter type OIDs, as the server inferred them (values are serialised by type). */
   paramTypes: number[];
+  /** How its rows are made (undefined: it returns none), from its description. */
+  shape: RowShape | undefined;
+}
+
+/** Execute (all rows) and Sync: the messages after a statement's Bind, the same each time. */
+const EXECUTE_AND_SYNC = concat(protocol.serialize.execute({}), protocol.serialize.sync());
+const SYNC = protocol.serialize.sync();
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
 }
 
 /** PGlite's own lock methods (declared abstract in its interface, implemented by PGlite). */
@@ -25,20 +40,27 @@ interface Exclusive {
  * `query()`, 0.22–0.25 ms prepared; a 20-task list 1.4–2.0 → 0.9–1.1 ms. Statements marked
  * PLAN_EACH_TIME still go through `query()`.
  *
- * The protocol messages and locks are PGlite's own (`execProtocolStream`, the transaction and
- * query mutexes that `query()` takes), so a prepared statement waits for a transaction in
- * progress exactly as `query()` does. Holding them, each statement first lets the event loop
- * turn when the statements before it have held the thread for long (pglite-turns.ts).
+ * A statement's columns are described once, when it is prepared (a prepared statement's columns
+ * cannot change: PostgreSQL refuses to run it if they would), and each execution is one call
+ * into the database with its Bind, Execute and Sync together; its answer is read from the
+ * protocol's bytes (pglite-answer.ts), the notifications in it delivered to `notify`.
+ *
+ * The locks are PGlite's own (the transaction and query mutexes that `query()` takes), so a
+ * prepared statement waits for a transaction in progress exactly as `query()` does. Holding
+ * them, each statement first lets the event loop turn when the statements before it have held
+ * the thread for long (pglite-turns.ts).
  */
 export class PgliteStatements {
   readonly #pg: PGlite;
   readonly #turns: StatementTurns;
+  readonly #notify: NotificationSink;
   readonly #prepared = new Map<string, Prepared>();
   #named = 0;
 
-  constructor(pg: PGlite, turns: StatementTurns) {
+  constructor(pg: PGlite, turns: StatementTurns, notify: NotificationSink) {
     this.#pg = pg;
     this.#turns = turns;
+    this.#notify = notify;
   }
 
   /** A statement on its own: it waits for any transaction in progress, as `query()` does. */
@@ -82,36 +104,64 @@ export class PgliteStatements {
 
   async #execute<R>(sql: string, params: readonly unknown[]): Promise<R[]> {
     const pg = this.#pg;
-    const send = (message: Uint8Array) => pg.execProtocolStream(message, { syncToFs: false });
-    const results = [];
+    const statement = this.#prepared.get(sql) ?? (await this.#prepare(sql));
+    const values = params.map((value, i) => {
+      if (value === null || value === undefined) return null;
+      const serializer = pg.serializers[statement.paramTypes[i] ?? 0];
+      return serializer ? serializer(value) : String(value);
+    });
+    const bind = protocol.serialize.bind({ statement: statement.name, values });
+    const answer = new PgliteAnswer(statement.shape, this.#notify);
     try {
-      const statement = this.#prepared.get(sql) ?? (await this.#prepare(sql));
-      const values = params.map((value, i) => {
-        if (value === null || value === undefined) return null;
-        const serializer = pg.serializers[statement.paramTypes[i] ?? 0];
-        return serializer ? serializer(value) : String(value);
+      await pg.execProtocolRawStream(concat(bind, EXECUTE_AND_SYNC), {
+        syncToFs: false,
+        onRawData: (part) => answer.read(part),
       });
-      results.push(...(await send(protocol.serialize.bind({ statement: statement.name, values }))));
-      results.push(...(await send(protocol.serialize.describe({ type: 'P' }))));
-      results.push(...(await send(protocol.serialize.execute({}))));
-    } finally {
-      // Ends the extended-protocol exchange, also after an error (which discards the rest).
-      results.push(...(await send(protocol.serialize.sync())));
+    } catch (err) {
+      // The messages stopped part of the way: a Sync ends the exchange (its answer is not needed).
+      await pg.execProtocolRaw(SYNC, { syncToFs: false }).catch(() => undefined);
+      throw err;
     }
-    return (parse.parseResults(results, pg.parsers)[0]?.rows ?? []) as R[];
+    if (answer.error) throw answer.error;
+    return answer.rows as R[];
   }
 
   async #prepare(sql: string): Promise<Prepared> {
     const pg = this.#pg;
     // A fresh name each time: one whose Parse succeeded and Describe failed stays taken.
     const name = `svc_${++this.#named}`;
-    await pg.execProtocolStream(protocol.serialize.parse({ name, text: sql }), { syncToFs: false });
-    const described = await pg.execProtocolStream(protocol.serialize.describe({ type: 'S', name }), {
-      syncToFs: false,
-    });
-    const prepared = { name, paramTypes: parse.parseDescribeStatementResults(described) };
-    // Remembered only once the server has it: a statement that fails to parse is not kept.
-    this.#prepared.set(sql, prepared);
-    return prepared;
+    try {
+      await pg.execProtocolStream(protocol.serialize.parse({ name, text: sql }), { syncToFs: false });
+      const described = await pg.execProtocolStream(protocol.serialize.describe({ type: 'S', name }), {
+        syncToFs: false,
+      });
+      const columns = described.find((m) => m.name === 'rowDescription') as
+        | { fields: readonly ShapeField[] }
+        | undefined;
+      const prepared = {
+        name,
+        paramTypes: parse.parseDescribeStatementResults(described),
+        shape: columns && this.#shapeOf(sql, columns.fields),
+      };
+      // Remembered only once the server has it: a statement that fails to parse is not kept.
+      this.#prepared.set(sql, prepared);
+      return prepared;
+    } finally {
+      // Ends the extended-protocol exchange, also after an error (which discards the rest).
+      await pg.execProtocolStream(SYNC, { syncToFs: false });
+    }
+  }
+
+  /** Each column decoded by PGlite's parser of its type (the service's own among them, pglite.ts). */
+  #shapeOf(sql: string, fields: readonly ShapeField[]): RowShape {
+    const parsers = this.#pg.parsers;
+    return {
+      parsers: fields.map((f) => {
+        const parser = parsers[f.dataTypeID];
+        return parser ? (v: string) => parser(v, f.dataTypeID) : (v: string) => v;
+      }),
+      make: rowMaker(sql, fields),
+      reuse: sql.startsWith(REUSE_ROWS) ? reusedRowsOf('pglite', sql, fields) : undefined,
+    };
   }
 }

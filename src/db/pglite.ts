@@ -79,7 +79,15 @@ export function pgliteDb(pg: PGlite, onClose: () => void = () => undefined): Db 
   // Every statement and transaction waits for the event loop's check phase, and lets the loop
   // turn when statements have held the thread for a while (pglite-turns.ts).
   const turns = new StatementTurns();
-  const statements = new PgliteStatements(pg, turns);
+  // The process's listeners by channel. PGlite delivers the notifications in the answers it
+  // reads itself (transactions' commits, statements not prepared) to its own listeners; those in
+  // the answers of prepared statements, read by the service (pglite-answer.ts), are delivered
+  // from here, a microtask later as PGlite does. Each notification is in one answer only.
+  const listeners = new Map<string, Set<(payload: string) => void>>();
+  const notify = (channel: string, payload: string) => {
+    for (const listener of listeners.get(channel) ?? []) queueMicrotask(() => listener(payload));
+  };
+  const statements = new PgliteStatements(pg, turns, notify);
   const query = <R>(sql: string, params: readonly unknown[] = []) =>
     turns.run(() => statements.query<R>(sql, params));
   return {
@@ -101,7 +109,15 @@ export function pgliteDb(pg: PGlite, onClose: () => void = () => undefined): Db 
       ),
     async listen(channel, onNotify) {
       const unlisten = await pg.listen(channel, onNotify);
+      // Channels are named as they arrive in notifications: the service's are lower-case.
+      let set = listeners.get(channel);
+      if (!set) {
+        set = new Set();
+        listeners.set(channel, set);
+      }
+      set.add(onNotify);
       return async () => {
+        listeners.get(channel)?.delete(onNotify);
         if (!pg.closed) await unlisten();
       };
     },

@@ -9,8 +9,8 @@ import {
   REUSE_ROWS,
   type Statement,
 } from './db.ts';
-import { type DriverField, type PipelinedStatement, PipelineQuery, type RowShape } from './pg-statement.ts';
-import { ReusedRows } from './reused-rows.ts';
+import { type DriverField, type PipelinedStatement, PipelineQuery } from './pg-statement.ts';
+import { type RowShape, reusedRowsOf, rowMaker } from './row-shapes.ts';
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;
@@ -123,56 +123,8 @@ function shapeOf(sql: string, fields: readonly DriverField[]): RowShape {
   return {
     parsers: fields.map((f) => typeParser(f.dataTypeID, f.format || 'text') as (v: string) => unknown),
     make: rowMaker(sql, fields),
-    reuse: sql.startsWith(REUSE_ROWS) ? reusedRowsOf(sql, fields) : undefined,
+    reuse: sql.startsWith(REUSE_ROWS) ? reusedRowsOf('postgres', sql, fields) : undefined,
   };
-}
-
-/**
- * The remembered rows of a REUSE_ROWS statement, shared by the pool's connections, one set per
- * shape of its columns (names, types and formats): text remembered under one shape is never
- * read as a row of another (a migration that changed the table while this process ran).
- */
-const reusedRows = new Map<string, ReusedRows>();
-function reusedRowsOf(sql: string, fields: readonly DriverField[]): ReusedRows {
-  const key = `${sql}\0${fields.map((f) => `${f.name}:${f.dataTypeID}:${f.format}`).join(',')}`;
-  let rows = reusedRows.get(key);
-  if (!rows) {
-    rows = new ReusedRows();
-    reusedRows.set(key, rows);
-  }
-  return rows;
-}
-
-/** Makes a row object from a row's values, in the order of the statement's columns. */
-type RowMaker = (values: unknown[]) => unknown;
-
-/** Row makers by statement text, with the column names each was made for. */
-const rowMakers = new Map<string, { names: string[]; make: RowMaker }>();
-
-/**
- * Rows come from the driver as arrays and are made into objects here, by a function written
- * once per statement whose body is one object literal with the statement's column names: the
- * rows then share one hidden class and their properties are read as fast as any object's. The
- * driver's own objects are copies of a null-prototype object, which V8 keeps as a dictionary
- * (slow to build, slow to read); with a task's 35 columns that was a tenth of the process's
- * time on a 20-task list. The object is the one the driver makes: each column a property, in
- * the columns' order, a repeated name holding the last column's value.
- */
-function rowMaker(sql: string, fields: readonly { name: string }[]): RowMaker {
-  const known = rowMakers.get(sql);
-  if (known && known.names.length === fields.length && known.names.every((n, i) => n === fields[i]?.name)) {
-    return known.make;
-  }
-  const names = fields.map((f) => f.name);
-  // A column named __proto__ would set the prototype in a literal: such rows are built by hand.
-  const make: RowMaker = names.includes('__proto__')
-    ? (values) => Object.fromEntries(names.map((n, i) => [n, values[i]]))
-    : (new Function(
-        'v',
-        `return {${names.map((n, i) => `${JSON.stringify(n)}: v[${i}]`).join(', ')}};`,
-      ) as RowMaker);
-  rowMakers.set(sql, { names, make });
-  return make;
 }
 
 /** The driver's query() as the service calls it: an extension-point query and a callback. */
