@@ -9,10 +9,11 @@
 // beside it. Measured on this machine while three other benches and test suites ran
 // (2026-11-26): quick 97 s at load 3.4-6.6 (api 27, scheduler 22, engine 13, peers 35); full
 // 762 s at load 8-19 (api 240, scheduler 118, engine 178, peers 227, before the API's pause
-// between loads went from 0.5 to 0.25 s). On an idle machine a full run is estimated, not
-// measured, at about 500 s: the API's loads, pauses and set-up about 180 s whatever the load,
-// the others about half as long as on the busy machine (the 2026-11-23 full run, at load 1.5,
-// took 110 s for the scheduler and 116 s for the engine with longer bursts and more rounds).
+// between loads went from 0.5 to 0.25 s). On an idle machine (2026-12-01, load average about 1
+// before): full 450-458 s in three runs (api 159-160, scheduler 58-59, engine 86-88, peers
+// 143-154) and quick 76 s, in a fast moment of this VM (the bare primary-key route at 13,700-
+// 14,600 req/s on PostgreSQL); the day before, at half that speed, 579-600 s, of which up to
+// 30 s waiting for pg-boss's schedule (its cron monitor now checks every second).
 
 export const PARTS = ['api', 'scheduler', 'engine', 'durability', 'peers'] as const;
 export type Part = (typeof PARTS)[number];
