@@ -34,6 +34,10 @@ describe('prepared statements on the embedded database', () => {
     await assert.rejects(db.query('SELEC broken', []), { code: '42601' });
     // The same text fails again the same way: a statement that did not parse is not kept.
     await assert.rejects(db.query('SELEC broken', []), { code: '42601' });
+    // An error after some rows were sent: the statement fails, none of its rows are returned.
+    await assert.rejects(db.query('SELECT 10 / (g - $1::int) AS q FROM generate_series(1, 5) g', [3]), {
+      code: '22012',
+    });
     assert.deepEqual(await db.query('SELECT name FROM items WHERE id = $1', [10]), [{ name: 'ten' }]);
   });
 
