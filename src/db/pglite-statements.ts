@@ -16,15 +16,8 @@ interface Prepared {
 }
 
 /** Execute (all rows) and Sync: the messages after a statement's Bind, the same each time. */
-const EXECUTE_AND_SYNC = concat(protocol.serialize.execute({}), protocol.serialize.sync());
+const EXECUTE_AND_SYNC = Buffer.concat([protocol.serialize.execute({}), protocol.serialize.sync()]);
 const SYNC = protocol.serialize.sync();
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
-  return out;
-}
 
 /** PGlite's own lock methods (declared abstract in its interface, implemented by PGlite). */
 interface Exclusive {
@@ -113,7 +106,7 @@ export class PgliteStatements {
     const bind = protocol.serialize.bind({ statement: statement.name, values });
     const answer = new PgliteAnswer(statement.shape, this.#notify);
     try {
-      await pg.execProtocolRawStream(concat(bind, EXECUTE_AND_SYNC), {
+      await pg.execProtocolRawStream(Buffer.concat([bind, EXECUTE_AND_SYNC]), {
         syncToFs: false,
         onRawData: (part) => answer.read(part),
       });

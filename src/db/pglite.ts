@@ -117,7 +117,8 @@ export function pgliteDb(pg: PGlite, onClose: () => void = () => undefined): Db 
       }
       set.add(onNotify);
       return async () => {
-        listeners.get(channel)?.delete(onNotify);
+        set.delete(onNotify);
+        if (set.size === 0 && listeners.get(channel) === set) listeners.delete(channel);
         if (!pg.closed) await unlisten();
       };
     },
